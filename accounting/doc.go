@@ -1,0 +1,34 @@
+// Package accounting decides whether an LLM request may spend what it is
+// estimated to cost, and books what it really cost afterwards.
+//
+// # Model
+//
+// A [Limit] caps one dimension (requests, tokens or USD cost) over a window,
+// for every distinct tuple of its scope attributes (tenant, user, model, …).
+// A request is admitted in three steps, like a card payment:
+//
+//  1. Estimate: input tokens counted from the request plus the output cap.
+//  2. Reserve: the estimate is charged, in one atomic step, against every
+//     limit that applies to the request — on all of them or on none.
+//  3. Settle: once the response is known, the real usage replaces the
+//     estimate (a refund or an extra charge), exactly once per reservation.
+//
+// Reserving before the call is what makes the limit hold under concurrency:
+// requests that run at the same time see each other's reservations, not
+// just each other's finished usage.
+//
+// # Counters and stores
+//
+// Each applicable limit becomes one [Counter]: a store key that encodes the
+// limit and the request's scope values without ambiguity (see [CounterKey]),
+// plus the algorithm and its parameters. A [Store] keeps the counters and
+// implements the three algorithms ([FixedWindow], [SlidingWindow],
+// [TokenBucket]) identically; the store's clock, never the replica's, decides
+// which window a charge falls in. The package storetest holds the contract
+// suite every Store implementation must pass; memstore and redisstore
+// implement it.
+//
+// Amounts are integers: requests count 1, tokens count tokens, and cost
+// counts micro-dollars (1e-6 USD), so that a price in USD per million tokens
+// times a token count is a cost in micro-dollars.
+package accounting

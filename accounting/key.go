@@ -1,0 +1,57 @@
+package accounting
+
+import (
+	"strconv"
+	"strings"
+)
+
+// KeyPrefix starts every counter key, so that a shared Redis can tell
+// tokenwarden's keys apart and a format change can bump the version.
+const KeyPrefix = "tw1:"
+
+// CounterKey returns the store key of limit l's counter for attrs.
+//
+// Values are used verbatim and may hold any bytes, so each is written with
+// its length in front: "len:value". No separator inside a value can then
+// be mistaken for a boundary, and two different tuples (tenant "a:b" with
+// user "c", tenant "a" with user "b:c") never share a key. The algorithm is
+// part of the key so that changing a limit's algorithm starts a fresh
+// counter instead of misreading the old one's state.
+func CounterKey(l *Limit, attrs Attributes) string {
+	var b strings.Builder
+	n := len(KeyPrefix) + len(l.Name) + 8
+	for _, name := range l.Scope {
+		v, _ := attrs.Get(name)
+		n += len(name) + len(v) + 8
+	}
+	b.Grow(n)
+	b.WriteString(KeyPrefix)
+	b.WriteString(algorithmCode(l.Algorithm, l.Calendar))
+	b.WriteByte(':')
+	writeField(&b, l.Name)
+	for _, name := range l.Scope {
+		v, _ := attrs.Get(name)
+		writeField(&b, name)
+		writeField(&b, v)
+	}
+	return b.String()
+}
+
+func writeField(b *strings.Builder, s string) {
+	var num [20]byte
+	b.Write(strconv.AppendInt(num[:0], int64(len(s)), 10))
+	b.WriteByte(':')
+	b.WriteString(s)
+}
+
+func algorithmCode(a Algorithm, c Calendar) string {
+	switch {
+	case a == FixedWindow && c == CalendarMonth:
+		return "fm"
+	case a == FixedWindow:
+		return "f"
+	case a == TokenBucket:
+		return "b"
+	}
+	return "s"
+}

@@ -1,0 +1,312 @@
+package accounting
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ErrNoPrice is returned when a cost limit applies to a model that has no
+// price and there is no default price. Config validation should make it
+// impossible; a reservation never guesses a cost of zero.
+var ErrNoPrice = errors.New("accounting: no price for model")
+
+// Options configure a Limiter. Only Store is required.
+type Options struct {
+	Store  Store
+	Limits []Limit
+	Prices Prices
+	// StoreTimeout bounds each store call; zero means 50ms.
+	StoreTimeout time.Duration
+	// SettleRetry is how long a settlement that failed on the store is
+	// retried in the background before it is given up; zero means 2m.
+	SettleRetry time.Duration
+	// MaxPendingSettlements bounds the settlements retrying at once;
+	// zero means 10000.
+	MaxPendingSettlements int
+	Logger                *slog.Logger
+	// Registerer receives the Limiter's metrics; nil means none.
+	Registerer prometheus.Registerer
+}
+
+// Limiter applies a set of limits, reserving on and settling against a
+// Store. It is safe for concurrent use.
+type Limiter struct {
+	store        Store
+	limits       []Limit
+	prices       Prices
+	storeTimeout time.Duration
+	settleRetry  time.Duration
+	log          *slog.Logger
+	m            *metrics
+
+	idPrefix string
+	idSeq    atomic.Uint64
+
+	retrySlots chan struct{}
+	retries    sync.WaitGroup
+	closing    chan struct{}
+	closeOnce  sync.Once
+}
+
+// New returns a Limiter. It fails if a limit is invalid.
+func New(opts Options) (*Limiter, error) {
+	if opts.Store == nil {
+		return nil, errors.New("accounting: no store")
+	}
+	names := make(map[string]bool, len(opts.Limits))
+	for i := range opts.Limits {
+		if err := opts.Limits[i].Validate(); err != nil {
+			return nil, err
+		}
+		if names[opts.Limits[i].Name] {
+			return nil, fmt.Errorf("accounting: two limits named %q", opts.Limits[i].Name)
+		}
+		names[opts.Limits[i].Name] = true
+	}
+	l := &Limiter{
+		store:        opts.Store,
+		limits:       opts.Limits,
+		prices:       opts.Prices,
+		storeTimeout: opts.StoreTimeout,
+		settleRetry:  opts.SettleRetry,
+		log:          opts.Logger,
+		m:            newMetrics(opts.Registerer),
+		closing:      make(chan struct{}),
+	}
+	if l.storeTimeout <= 0 {
+		l.storeTimeout = 50 * time.Millisecond
+	}
+	if l.settleRetry <= 0 {
+		l.settleRetry = 2 * time.Minute
+	}
+	if l.log == nil {
+		l.log = slog.New(slog.DiscardHandler)
+	}
+	pending := opts.MaxPendingSettlements
+	if pending <= 0 {
+		pending = 10000
+	}
+	l.retrySlots = make(chan struct{}, pending)
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	l.idPrefix = hex.EncodeToString(b[:]) + "-"
+	return l, nil
+}
+
+// Limits returns the limits the Limiter applies.
+func (l *Limiter) Limits() []Limit { return l.limits }
+
+// Store returns the Limiter's store.
+func (l *Limiter) Store() Store { return l.store }
+
+// Request is what a reservation needs to know about a request.
+type Request struct {
+	// Attributes are the identity attributes, plus "model" and "api".
+	Attributes Attributes
+	// Model prices the cost dimension.
+	Model    string
+	Estimate Estimate
+}
+
+// Decision is the outcome of a reservation.
+type Decision struct {
+	Admitted bool
+	// Trip describes the limit named in the rejection when not Admitted.
+	Trip Trip
+	// Dims holds, per dimension, the figures for the x-ratelimit-*
+	// headers: from the applicable limit with the least remaining after
+	// this reservation (ties: the soonest reset).
+	Dims [numDimensions]DimState
+	// FailedOpen reports an admission without reservation: the store
+	// failed and every applicable limit allows that.
+	FailedOpen bool
+}
+
+// Trip describes why a request was rejected.
+type Trip struct {
+	Limit *Limit
+	// Requested is the amount the request asked of the limit.
+	Requested int64
+	// Remaining and Reset describe the limit's counter before the request.
+	Remaining int64
+	Reset     time.Duration
+	// RetryAfter is when enough frees up; zero if NeverFits.
+	RetryAfter time.Duration
+	// NeverFits reports a request larger than the limit's capacity.
+	NeverFits bool
+}
+
+// DimState is one dimension's rate-limit figures.
+type DimState struct {
+	Applied   bool
+	Limit     int64
+	Remaining int64
+	Reset     time.Duration
+}
+
+type reservedItem struct {
+	limit   *Limit
+	counter Counter
+	amount  int64
+	mark    int64
+}
+
+// Reservation is an admitted request's hold on its limits. Settle it
+// exactly once; further calls are no-ops.
+type Reservation struct {
+	Decision
+	// ID identifies the reservation in the store.
+	ID       string
+	Model    string
+	Estimate Estimate
+	// Cost is the estimate's cost in micro-dollars, when a price exists.
+	Cost int64
+
+	l       *Limiter
+	items   []reservedItem
+	settled atomic.Bool
+}
+
+// Reserve decides whether req may spend its estimate and, if so, reserves
+// it on every applicable limit. A rejection is a Reservation with
+// Admitted false, not an error. The error is ErrStoreUnavailable (wrapped)
+// when the store failed and a fail-closed limit applies, or ErrNoPrice.
+func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error) {
+	r := &Reservation{
+		ID:       l.idPrefix + strconv.FormatUint(l.idSeq.Add(1), 36),
+		Model:    req.Model,
+		Estimate: req.Estimate,
+		l:        l,
+	}
+	price, hasPrice := l.prices.Lookup(req.Model)
+	if hasPrice {
+		r.Cost = price.EstimateCost(req.Estimate)
+	}
+	items := make([]ReserveItem, 0, len(l.limits))
+	failClosed := false
+	for i := range l.limits {
+		lim := &l.limits[i]
+		if !lim.Applies(req.Attributes) {
+			continue
+		}
+		var amount int64
+		switch lim.Dimension {
+		case Requests:
+			amount = 1
+		case Tokens:
+			amount = req.Estimate.Total()
+		case Cost:
+			if !hasPrice {
+				return nil, fmt.Errorf("%w %q (limit %q)", ErrNoPrice, req.Model, lim.Name)
+			}
+			amount = r.Cost
+		}
+		items = append(items, ReserveItem{Counter: lim.Counter(req.Attributes), Amount: amount})
+		r.items = append(r.items, reservedItem{limit: lim, amount: amount})
+		failClosed = failClosed || lim.OnStoreError == FailClosed
+	}
+	if len(items) == 0 {
+		r.Admitted = true
+		l.m.decisions.WithLabelValues("admitted").Inc()
+		return r, nil
+	}
+
+	sctx, cancel := context.WithTimeout(ctx, l.storeTimeout)
+	res, err := l.store.Reserve(sctx, ReserveRequest{ID: r.ID, Items: items})
+	cancel()
+	if err != nil {
+		l.m.storeErrors.WithLabelValues("reserve").Inc()
+		if failClosed {
+			l.m.decisions.WithLabelValues("store_error").Inc()
+			return nil, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+		}
+		l.m.decisions.WithLabelValues("failed_open").Inc()
+		l.log.Warn("store unavailable; admitting under fail-open limits", "err", err)
+		r.Admitted, r.FailedOpen, r.items = true, true, nil
+		return r, nil
+	}
+	if len(res.States) != len(items) {
+		return nil, fmt.Errorf("%w: store answered %d states for %d items", ErrStoreUnavailable, len(res.States), len(items))
+	}
+	r.Admitted = res.Admitted
+	for i := range r.items {
+		r.items[i].counter = items[i].Counter
+		r.items[i].mark = res.States[i].Mark
+	}
+	if r.Admitted {
+		for i, st := range res.States {
+			d := r.items[i].limit.Dimension
+			r.Dims[d] = tighter(r.Dims[d], r.items[i].limit, st)
+		}
+		l.m.decisions.WithLabelValues("admitted").Inc()
+		return r, nil
+	}
+	trip, ok := pickTrip(r.items, res.States)
+	if !ok {
+		return nil, fmt.Errorf("%w: store rejected a request without a limit that did not fit", ErrStoreUnavailable)
+	}
+	r.Trip = trip
+	r.Dims[r.Trip.Limit.Dimension] = DimState{
+		Applied: true, Limit: r.Trip.Limit.Capacity(), Remaining: r.Trip.Remaining, Reset: r.Trip.Reset,
+	}
+	r.items = nil
+	outcome := "rejected"
+	if r.Trip.NeverFits {
+		outcome = "never_fits"
+	}
+	l.m.decisions.WithLabelValues(outcome).Inc()
+	l.m.rejectedBy.WithLabelValues(r.Trip.Limit.Name).Inc()
+	return r, nil
+}
+
+// tighter returns whichever of cur and (lim, st) has the least remaining,
+// ties going to the sooner reset.
+func tighter(cur DimState, lim *Limit, st CounterState) DimState {
+	next := DimState{Applied: true, Limit: lim.Capacity(), Remaining: st.Remaining, Reset: st.Reset}
+	if !cur.Applied || next.Remaining < cur.Remaining ||
+		(next.Remaining == cur.Remaining && next.Reset < cur.Reset) {
+		return next
+	}
+	return cur
+}
+
+// pickTrip names the limit that frees last among those that did not fit:
+// one the request can never fit first, else the largest RetryAfter.
+func pickTrip(items []reservedItem, states []CounterState) (Trip, bool) {
+	best := -1
+	for i, st := range states {
+		if st.Fits {
+			continue
+		}
+		if best < 0 {
+			best = i
+			continue
+		}
+		b := states[best]
+		if (st.NeverFits && !b.NeverFits) || (st.NeverFits == b.NeverFits && st.RetryAfter > b.RetryAfter) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return Trip{}, false
+	}
+	st := states[best]
+	return Trip{
+		Limit:      items[best].limit,
+		Requested:  items[best].amount,
+		Remaining:  st.Remaining,
+		Reset:      st.Reset,
+		RetryAfter: st.RetryAfter,
+		NeverFits:  st.NeverFits,
+	}, true
+}

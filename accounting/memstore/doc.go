@@ -1,0 +1,13 @@
+// Package memstore is an in-memory [accounting.Store] for a single
+// tokenwarden instance and for tests.
+//
+// All counters sit behind one mutex: a reservation touches several
+// counters at once and must be atomic across them, and one decision takes
+// well under a microsecond, so a single lock is both correct and fast
+// enough for one replica. Idle counters and remembered settlement IDs
+// expire: every operation samples a few entries and drops the expired ones,
+// the way Redis expires keys, so memory tracks active callers.
+//
+// The arithmetic of the three algorithms here is the reference the Redis
+// store's scripts follow; the storetest suite holds both to it.
+package memstore

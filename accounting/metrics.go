@@ -1,0 +1,42 @@
+package accounting
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the Limiter's Prometheus collectors. Labels are bounded:
+// limit names come from config, never from a request.
+type metrics struct {
+	decisions    *prometheus.CounterVec // outcome: admitted|rejected|never_fits|store_error|failed_open
+	storeErrors  *prometheus.CounterVec // op: reserve|settle
+	settlements  *prometheus.CounterVec // outcome: ok|retried|lost
+	rejectedBy   *prometheus.CounterVec // limit
+	pendingRetry prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokenwarden_decisions_total",
+			Help: "Admission decisions by outcome.",
+		}, []string{"outcome"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokenwarden_store_errors_total",
+			Help: "Store calls that failed or timed out, by operation.",
+		}, []string{"op"}),
+		settlements: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokenwarden_settlements_total",
+			Help: "Settlements by outcome: ok (first try), retried (after a store failure), lost (gave up; the estimate stays charged).",
+		}, []string{"outcome"}),
+		rejectedBy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokenwarden_rejections_total",
+			Help: "Rejected requests by the limit named in the reply.",
+		}, []string{"limit"}),
+		pendingRetry: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tokenwarden_settlements_pending_retry",
+			Help: "Settlements waiting to be retried after a store failure.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.decisions, m.storeErrors, m.settlements, m.rejectedBy, m.pendingRetry)
+	}
+	return m
+}

@@ -1,0 +1,71 @@
+package accounting
+
+import "math"
+
+// Price is a model's price in USD per million tokens. Because a token
+// count times a price per million is a cost in micro-dollars, prices need
+// no scaling.
+type Price struct {
+	Input       float64
+	CachedInput float64 // zero means Input
+	// CacheWrite prices 5-minute cache writes; zero means 1.25 × Input.
+	CacheWrite float64
+	// CacheWrite1h prices 1-hour cache writes; zero means 2 × Input.
+	CacheWrite1h float64
+	Output       float64
+}
+
+// Prices maps model names to prices. The entry "default" applies to
+// models without one of their own.
+type Prices map[string]Price
+
+// DefaultModel is the Prices key used for models not listed.
+const DefaultModel = "default"
+
+// Lookup returns the model's price, falling back to the default entry.
+func (p Prices) Lookup(model string) (Price, bool) {
+	if pr, ok := p[model]; ok {
+		return pr, true
+	}
+	pr, ok := p[DefaultModel]
+	return pr, ok
+}
+
+// UsageCost returns the cost of usage in micro-dollars, rounded up.
+func (pr Price) UsageCost(u Usage) int64 {
+	cached := pr.CachedInput
+	if cached == 0 {
+		cached = pr.Input
+	}
+	write := pr.CacheWrite
+	if write == 0 {
+		write = 1.25 * pr.Input
+	}
+	write1h := pr.CacheWrite1h
+	if write1h == 0 {
+		write1h = 2 * pr.Input
+	}
+	plain := max(0, u.InputTokens-u.CachedInputTokens-u.CacheWriteTokens-u.CacheWrite1hTokens)
+	c := float64(plain)*pr.Input +
+		float64(u.CachedInputTokens)*cached +
+		float64(u.CacheWriteTokens)*write +
+		float64(u.CacheWrite1hTokens)*write1h +
+		float64(u.OutputTokens)*pr.Output
+	return microCeil(c)
+}
+
+// EstimateCost returns the cost of an estimate in micro-dollars, with all
+// input at the full input price: a reservation must not count on a cache
+// hit it cannot know about.
+func (pr Price) EstimateCost(e Estimate) int64 {
+	return microCeil(float64(e.InputTokens)*pr.Input + float64(e.OutputTokens)*pr.Output)
+}
+
+// microCeil rounds a cost up to whole micro-dollars, ignoring the
+// floating-point noise of the multiplication (0.15 × 1000 is not quite 150).
+func microCeil(c float64) int64 {
+	if c <= 0 {
+		return 0
+	}
+	return int64(math.Ceil(c - 1e-6))
+}

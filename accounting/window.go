@@ -1,0 +1,37 @@
+package accounting
+
+import "time"
+
+// The functions here are the window arithmetic every Store shares. Times
+// are microseconds since the Unix epoch: the resolution of Redis's TIME,
+// and exact in a float64 (what Lua computes with) until the year 2255.
+
+// FixedWindowAt returns the index of the fixed window holding now (µs) and
+// the time (µs) at which it ends.
+func FixedWindowAt(c *Counter, now int64) (index, end int64) {
+	if c.Calendar == CalendarMonth {
+		t := time.UnixMicro(now).UTC()
+		y, m, _ := t.Date()
+		index = int64(y)*12 + int64(m) - 1
+		end = time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+		return index, end
+	}
+	w := c.Window.Microseconds()
+	index = now / w
+	return index, (index + 1) * w
+}
+
+// SlotLength returns the length (µs) of one of a sliding window's
+// [SlidingSlots] slots.
+func SlotLength(c *Counter) int64 {
+	return c.Window.Microseconds() / SlidingSlots
+}
+
+// Micros converts a duration in microseconds to a [time.Duration],
+// rounding up so that a Retry-After is never too early.
+func Micros(us int64) time.Duration {
+	if us <= 0 {
+		return 0
+	}
+	return time.Duration(us) * time.Microsecond
+}
