@@ -116,6 +116,10 @@ type Request struct {
 	// Model prices the cost dimension.
 	Model    string
 	Estimate Estimate
+	// RequestsOnly restricts the reservation to limits on the requests
+	// dimension, for calls that are not LLM API calls (their cost is not
+	// known, and a token limit in debt must not block them).
+	RequestsOnly bool
 }
 
 // Decision is the outcome of a reservation.
@@ -196,7 +200,7 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 	failClosed := false
 	for i := range l.limits {
 		lim := &l.limits[i]
-		if !lim.Applies(req.Attributes) {
+		if !lim.Applies(req.Attributes) || (req.RequestsOnly && lim.Dimension != Requests) {
 			continue
 		}
 		var amount int64

@@ -1,0 +1,29 @@
+// Package extproc is tokenwarden's Envoy external-processing service: one
+// state machine per HTTP request, Envoy's messages in, decisions and
+// mutations out. It is the only package that knows gRPC.
+//
+// # One request
+//
+//	request_headers   identity attributes and the API kind; 401 when a
+//	                  required attribute is missing. Paths that are not a
+//	                  known LLM API are counted on the requests dimension
+//	                  only, here, and their bodies are not sent
+//	                  (mode_override).
+//	request_body      the wire format (package llm and its
+//	                  implementations) reads model, output cap and text;
+//	                  the accounting.Limiter reserves the estimate on every
+//	                  applicable limit; the reply continues (with body
+//	                  edits), or is a 429, 503 or 400 in the API's own
+//	                  error shape.
+//	response_headers  the x-ratelimit-* headers of the reservation replace
+//	                  the upstream's; the status decides the settlement.
+//	response_body     chunks are passed through untouched and fed to the
+//	                  API's usage reader; the reservation is settled before
+//	                  the reply to the last chunk.
+//
+// A stream that ends early — Envoy cancels it when the client disconnects,
+// or it ends with EOF — settles the reservation with what is known: the
+// provider's usage if it was already seen, else the input estimate plus
+// the output observed so far. Settlement never depends on the stream's
+// context, which is already cancelled by then.
+package extproc

@@ -1,0 +1,529 @@
+// Package envoytest plays Envoy's side of the ext_proc stream, in process,
+// so that the server can be tested exactly and fast. It is not a proxy:
+// the test supplies the client's request and the upstream's response, and
+// gets back what the client would receive.
+//
+// # What it models
+//
+// It follows ENVOY-EXTPROC.md for Envoy 1.40 with tokenwarden's filter
+// config (request headers SEND, request body BUFFERED, response headers
+// SEND, response body STREAMED, trailers SKIP, allow_mode_override true,
+// failure_mode_allow false):
+//
+//   - One gRPC stream per request, over a real gRPC connection (bufconn),
+//     opened on the first message, which carries protocol_config.
+//   - Headers are sent as HeaderValue{key (lower-case), raw_value}, with
+//     the pseudo-headers :method, :path, :authority, :scheme (and :status
+//     on responses). end_of_stream on headers means no body message.
+//   - BUFFERED: the whole request body in one message, end_of_stream true,
+//     after the headers reply. A body mutation replaces it; if its length
+//     changes, content-length must be set to match in the same reply, or
+//     the request fails (the strictest reading of Envoy's behaviour).
+//   - STREAMED: response chunks are sent pipelined — without waiting for
+//     replies — and each needs one BodyResponse, in order; a body mutation
+//     replaces that chunk and header mutations are ignored.
+//   - mode_override, only in a headers reply: both body modes are taken
+//     from it (an unset body mode means NONE); header modes left DEFAULT
+//     mean no change.
+//   - Header mutations: remove_headers first, then set_headers; only
+//     raw_value is read (a value-only header becomes empty; both set is
+//     an error); append unset/false overwrites, true adds; host,
+//     :authority, :scheme, :method and x-envoy-* cannot be set; append_action
+//     is ignored.
+//   - An immediate_response in reply to any message ends the request with
+//     a local reply; in reply to a request message the upstream is never
+//     called.
+//   - A reply of the wrong kind, a gRPC error or a stream the server
+//     closes early gives the client a 500 (status_on_error, with
+//     failure_mode_allow false).
+//   - A client disconnect is a cancelled stream: the server sees
+//     codes.Canceled from Recv.
+//
+// It does not model message_timeout, trailers, FULL_DUPLEX_STREAMED,
+// route-cache clearing or Envoy's buffer limits (413).
+package envoytest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+)
+
+// Envoy is a fake Envoy connected to an ext_proc server.
+type Envoy struct {
+	client extprocv3.ExternalProcessorClient
+	active sync.WaitGroup // server handlers still running
+}
+
+// tracked wraps the server to know when its handlers have returned, so
+// tests can wait for a cancelled stream's settlement without sleeping.
+type tracked struct {
+	extprocv3.ExternalProcessorServer
+	e *Envoy
+}
+
+func (t tracked) Process(s extprocv3.ExternalProcessor_ProcessServer) error {
+	defer t.e.active.Done()
+	return t.ExternalProcessorServer.Process(s)
+}
+
+// Start serves srv over an in-memory gRPC connection with opts and
+// returns an Envoy talking to it. Everything stops at the end of the test.
+func Start(t testing.TB, srv extprocv3.ExternalProcessorServer, opts ...grpc.ServerOption) *Envoy {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	gs := grpc.NewServer(opts...)
+	e := &Envoy{}
+	extprocv3.RegisterExternalProcessorServer(gs, tracked{srv, e})
+	go func() { _ = gs.Serve(lis) }()
+	conn, err := grpc.NewClient("passthrough:///bufconn",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(128<<20)))
+	if err != nil {
+		t.Fatalf("envoytest: dialing: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = conn.Close()
+		gs.Stop()
+	})
+	e.client = extprocv3.NewExternalProcessorClient(conn)
+	return e
+}
+
+// Wait blocks until every server handler started so far has returned:
+// after it, a stream that was cut has settled.
+func (e *Envoy) Wait() { e.active.Wait() }
+
+// Request is the client's HTTP request.
+type Request struct {
+	Method string // default POST
+	Path   string
+	// Headers are sent in order; keys are lower-cased.
+	Headers [][2]string
+	Body    []byte
+	// Metadata is the dynamic metadata Envoy forwards (metadata_context),
+	// e.g. a jwt_authn payload.
+	Metadata *corev3.Metadata
+}
+
+// UpstreamRequest is what reaches the upstream after the filter.
+type UpstreamRequest struct {
+	Header http.Header
+	Body   []byte
+}
+
+// UpstreamResponse is what the upstream answers.
+type UpstreamResponse struct {
+	Status int
+	// Headers are the response headers; keys are lower-cased.
+	Headers [][2]string
+	// Chunks are the body as Envoy's data callbacks see it. None means a
+	// header-only response (end_of_stream on the headers).
+	Chunks [][]byte
+	// CutAfter, when positive, makes the client disconnect after that
+	// many chunks have been sent (Envoy then cancels the stream).
+	CutAfter int
+	// CutBeforeHeaders disconnects the client before the response
+	// headers arrive.
+	CutBeforeHeaders bool
+}
+
+// Upstream answers a request that the filter let through.
+type Upstream func(*UpstreamRequest) UpstreamResponse
+
+// Response is what the client receives.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+	// Local reports a reply generated by the filter (immediate response
+	// or a failure), not by the upstream.
+	Local bool
+	// Details is the immediate response's details (RESPONSE_CODE_DETAILS).
+	Details string
+	// Upstream is the request as the upstream got it; nil if not called.
+	Upstream *UpstreamRequest
+	// Cut reports a response the client abandoned.
+	Cut bool
+	// Err describes why the filter failed the request (Status 500).
+	Err error
+}
+
+// modes is the filter's processing mode for one request.
+type modes struct {
+	requestBody, responseBody filterv3.ProcessingMode_BodySendMode
+	responseHeaders           bool
+}
+
+// Do sends req through the filter to upstream and returns what the client
+// receives.
+func (e *Envoy) Do(ctx context.Context, req Request, upstream Upstream) *Response {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	e.active.Add(1) // the server's handler for this stream
+	stream, err := e.client.Process(ctx)
+	if err != nil {
+		e.active.Done()
+		return failure(fmt.Errorf("opening stream: %w", err))
+	}
+	x := &exchange{stream: stream, m: modes{
+		requestBody:     filterv3.ProcessingMode_BUFFERED,
+		responseBody:    filterv3.ProcessingMode_STREAMED,
+		responseHeaders: true,
+	}, first: true, metadata: req.Metadata}
+	resp := x.run(req, upstream, cancel)
+	if resp.Err == nil && !resp.Cut {
+		_ = stream.CloseSend()
+	}
+	return resp
+}
+
+func failure(err error) *Response {
+	return &Response{Status: 500, Header: http.Header{}, Local: true, Err: err}
+}
+
+type exchange struct {
+	stream   extprocv3.ExternalProcessor_ProcessClient
+	m        modes
+	first    bool
+	metadata *corev3.Metadata
+}
+
+func (x *exchange) send(r *extprocv3.ProcessingRequest) error {
+	if x.first {
+		r.ProtocolConfig = &extprocv3.ProtocolConfiguration{
+			RequestBodyMode:  filterv3.ProcessingMode_BUFFERED,
+			ResponseBodyMode: filterv3.ProcessingMode_STREAMED,
+		}
+		x.first = false
+	}
+	r.MetadataContext = x.metadata
+	return x.stream.Send(r)
+}
+
+// errImmediate carries an immediate response out of the exchange.
+type errImmediate struct{ r *extprocv3.ImmediateResponse }
+
+func (e errImmediate) Error() string { return "immediate response" }
+
+// recv waits for the reply to a message and checks its kind.
+func (x *exchange) recv(kind string) (*extprocv3.ProcessingResponse, error) {
+	r, err := x.stream.Recv()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("server closed the stream awaiting a %s reply", kind)
+		}
+		return nil, fmt.Errorf("awaiting a %s reply: %w", kind, err)
+	}
+	if ir := r.GetImmediateResponse(); ir != nil {
+		return nil, errImmediate{ir}
+	}
+	var ok bool
+	switch kind {
+	case "request_headers":
+		ok = r.GetRequestHeaders() != nil
+	case "request_body":
+		ok = r.GetRequestBody() != nil
+	case "response_headers":
+		ok = r.GetResponseHeaders() != nil
+	case "response_body":
+		ok = r.GetResponseBody() != nil
+	}
+	if !ok {
+		return nil, fmt.Errorf("spurious reply: got %T, want a %s reply", r.Response, kind)
+	}
+	return r, nil
+}
+
+func (x *exchange) run(req Request, upstream Upstream, disconnect context.CancelFunc) *Response {
+	method := req.Method
+	if method == "" {
+		method = "POST"
+	}
+	hdr := newHeaders()
+	hdr.add(":method", method)
+	hdr.add(":path", req.Path)
+	hdr.add(":authority", "llm.example")
+	hdr.add(":scheme", "https")
+	for _, h := range req.Headers {
+		hdr.add(h[0], h[1])
+	}
+	if len(req.Body) > 0 && !hdr.has("content-length") {
+		hdr.add("content-length", strconv.Itoa(len(req.Body)))
+	}
+	noBody := len(req.Body) == 0
+
+	// Request headers.
+	if err := x.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
+		RequestHeaders: &extprocv3.HttpHeaders{Headers: hdr.proto(), EndOfStream: noBody}}}); err != nil {
+		return failure(err)
+	}
+	r, err := x.recv("request_headers")
+	if err != nil {
+		return x.ended(err)
+	}
+	if err := x.override(r.ModeOverride); err != nil {
+		return failure(err)
+	}
+	if err := hdr.apply(r.GetRequestHeaders().GetResponse().GetHeaderMutation()); err != nil {
+		return failure(err)
+	}
+
+	// Request body.
+	body := req.Body
+	if !noBody && x.m.requestBody != filterv3.ProcessingMode_NONE {
+		if x.m.requestBody != filterv3.ProcessingMode_BUFFERED {
+			return failure(fmt.Errorf("envoytest models only BUFFERED request bodies, got %v", x.m.requestBody))
+		}
+		if err := x.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
+			RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true}}}); err != nil {
+			return failure(err)
+		}
+		r, err := x.recv("request_body")
+		if err != nil {
+			return x.ended(err)
+		}
+		common := r.GetRequestBody().GetResponse()
+		if err := hdr.apply(common.GetHeaderMutation()); err != nil {
+			return failure(err)
+		}
+		if bm := common.GetBodyMutation(); bm != nil {
+			switch m := bm.Mutation.(type) {
+			case *extprocv3.BodyMutation_Body:
+				body = m.Body
+			case *extprocv3.BodyMutation_ClearBody:
+				body = nil
+			default:
+				return failure(fmt.Errorf("body mutation %T is not valid in BUFFERED mode", bm.Mutation))
+			}
+			if cl, ok := hdr.get("content-length"); ok && cl != strconv.Itoa(len(body)) {
+				return failure(fmt.Errorf("content-length %s does not match the mutated body's %d bytes", cl, len(body)))
+			}
+		}
+	}
+
+	// The upstream.
+	ur := &UpstreamRequest{Header: hdr.http(), Body: body}
+	up := upstream(ur)
+	out := &Response{Upstream: ur, Header: http.Header{}}
+	if up.CutBeforeHeaders {
+		disconnect()
+		out.Cut = true
+		return out
+	}
+	rh := newHeaders()
+	rh.add(":status", strconv.Itoa(up.Status))
+	for _, h := range up.Headers {
+		rh.add(h[0], h[1])
+	}
+	if x.m.responseHeaders {
+		if err := x.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
+			ResponseHeaders: &extprocv3.HttpHeaders{Headers: rh.proto(), EndOfStream: len(up.Chunks) == 0}}}); err != nil {
+			return failure(err)
+		}
+		r, err := x.recv("response_headers")
+		if err != nil {
+			return x.ended(err)
+		}
+		if err := x.override(r.ModeOverride); err != nil {
+			return failure(err)
+		}
+		if err := rh.apply(r.GetResponseHeaders().GetResponse().GetHeaderMutation()); err != nil {
+			return failure(err)
+		}
+	}
+	out.Status = up.Status
+	out.Header = rh.http()
+	out.Header.Del(":status")
+
+	// Response body, pipelined.
+	if len(up.Chunks) == 0 {
+		return out
+	}
+	if x.m.responseBody == filterv3.ProcessingMode_NONE {
+		for _, c := range up.Chunks {
+			out.Body = append(out.Body, c...)
+		}
+		return out
+	}
+	if x.m.responseBody != filterv3.ProcessingMode_STREAMED {
+		return failure(fmt.Errorf("envoytest models only STREAMED response bodies, got %v", x.m.responseBody))
+	}
+	n := len(up.Chunks)
+	if up.CutAfter > 0 && up.CutAfter < n {
+		n = up.CutAfter
+	}
+	sendErr := make(chan error, 1)
+	go func() {
+		for i := range n {
+			err := x.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+				ResponseBody: &extprocv3.HttpBody{Body: up.Chunks[i], EndOfStream: i == len(up.Chunks)-1}}})
+			if err != nil {
+				sendErr <- err
+				return
+			}
+		}
+		sendErr <- nil
+	}()
+	for i := range n {
+		r, err := x.recv("response_body")
+		if err != nil {
+			return x.ended(err)
+		}
+		chunk := up.Chunks[i]
+		if bm := r.GetResponseBody().GetResponse().GetBodyMutation(); bm != nil {
+			switch m := bm.Mutation.(type) {
+			case *extprocv3.BodyMutation_Body:
+				chunk = m.Body
+			case *extprocv3.BodyMutation_ClearBody:
+				chunk = nil
+			default:
+				return failure(fmt.Errorf("body mutation %T is not valid in STREAMED mode", bm.Mutation))
+			}
+		}
+		out.Body = append(out.Body, chunk...)
+	}
+	if err := <-sendErr; err != nil {
+		return failure(err)
+	}
+	if n < len(up.Chunks) {
+		disconnect()
+		out.Cut = true
+	}
+	return out
+}
+
+// ended turns an error awaiting a reply into the client's response.
+func (x *exchange) ended(err error) *Response {
+	var im errImmediate
+	if !errors.As(err, &im) {
+		return failure(err)
+	}
+	ir := im.r
+	h := newHeaders()
+	if err := h.apply(ir.GetHeaders()); err != nil {
+		return failure(err)
+	}
+	status := int(ir.GetStatus().GetCode())
+	if status == 0 {
+		status = 200
+	}
+	return &Response{Status: status, Header: h.http(), Body: ir.Body, Local: true, Details: ir.Details}
+}
+
+// override applies a mode_override the way Envoy does: both body modes
+// are taken from it, header modes only when not DEFAULT.
+func (x *exchange) override(o *filterv3.ProcessingMode) error {
+	if o == nil {
+		return nil
+	}
+	x.m.requestBody = o.RequestBodyMode
+	x.m.responseBody = o.ResponseBodyMode
+	switch o.ResponseHeaderMode {
+	case filterv3.ProcessingMode_SKIP:
+		x.m.responseHeaders = false
+	case filterv3.ProcessingMode_SEND:
+		x.m.responseHeaders = true
+	}
+	return nil
+}
+
+// headers is an ordered, multi-valued header list.
+type headers struct{ kv [][2]string }
+
+func newHeaders() *headers { return &headers{} }
+
+func (h *headers) add(k, v string) { h.kv = append(h.kv, [2]string{strings.ToLower(k), v}) }
+
+func (h *headers) has(k string) bool { _, ok := h.get(k); return ok }
+
+func (h *headers) get(k string) (string, bool) {
+	for _, e := range h.kv {
+		if e[0] == k {
+			return e[1], true
+		}
+	}
+	return "", false
+}
+
+func (h *headers) del(k string) {
+	out := h.kv[:0]
+	for _, e := range h.kv {
+		if e[0] != k {
+			out = append(out, e)
+		}
+	}
+	h.kv = out
+}
+
+func (h *headers) proto() *corev3.HeaderMap {
+	m := &corev3.HeaderMap{}
+	for _, e := range h.kv {
+		m.Headers = append(m.Headers, &corev3.HeaderValue{Key: e[0], RawValue: []byte(e[1])})
+	}
+	return m
+}
+
+func (h *headers) http() http.Header {
+	out := http.Header{}
+	for _, e := range h.kv {
+		out.Add(e[0], e[1])
+	}
+	return out
+}
+
+// immutable headers that a mutation may not set.
+func immutable(k string) bool {
+	switch k {
+	case "host", ":authority", ":scheme", ":method":
+		return true
+	}
+	return strings.HasPrefix(k, "x-envoy-")
+}
+
+// apply applies a header mutation with Envoy's rules.
+func (h *headers) apply(m *extprocv3.HeaderMutation) error {
+	if m == nil {
+		return nil
+	}
+	for _, k := range m.RemoveHeaders {
+		h.del(strings.ToLower(k))
+	}
+	for _, o := range m.SetHeaders {
+		hv := o.GetHeader()
+		k := hv.GetKey()
+		if k == "" || k != strings.ToLower(k) {
+			return fmt.Errorf("invalid header key %q", k)
+		}
+		if hv.Value != "" && len(hv.RawValue) > 0 {
+			return fmt.Errorf("header %q sets both value and raw_value", k)
+		}
+		v := string(hv.RawValue) // a value-only header becomes empty
+		if strings.ContainsAny(v, "\r\n\x00") {
+			return fmt.Errorf("header %q has an invalid character", k)
+		}
+		if immutable(k) {
+			continue
+		}
+		if !o.GetAppend().GetValue() {
+			h.del(k)
+		}
+		h.add(k, v)
+	}
+	return nil
+}

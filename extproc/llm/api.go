@@ -1,0 +1,95 @@
+package llm
+
+import (
+	"github.com/tokenwarden/tokenwarden/accounting"
+)
+
+// API is one LLM API's wire format. Implementations are stateless and
+// safe for concurrent use; per-response state lives in a UsageReader.
+type API interface {
+	// Name is the API kind: the value of the "api" attribute and of
+	// metrics labels, e.g. "openai.chat".
+	Name() string
+	// ParseRequest reads what admission needs from a request body. path
+	// is the request's :path (some APIs name the model there). An error
+	// means the body is unusable: the caller replies 400 with its text.
+	ParseRequest(path string, body []byte, opts ParseOptions) (Request, error)
+	// Inject returns the body with the edits opts ask for (an output cap
+	// where the request has none, a stream-usage option), or nil when
+	// nothing changes. Edits keep the rest of the body byte for byte.
+	Inject(body []byte, req *Request, opts InjectOptions) ([]byte, error)
+	// NewUsageReader returns a reader for the response to req, whose
+	// content type is contentType.
+	NewUsageReader(req *Request, contentType string, opts ReaderOptions) UsageReader
+	// RenderError renders one of tokenwarden's own error replies in the
+	// API's error shape.
+	RenderError(e Error) Reply
+}
+
+// ParseOptions configure request parsing.
+type ParseOptions struct {
+	// Counter counts the tokens of text in the request.
+	Counter accounting.TokenCounter
+	// DefaultOutputCap is the output cap assumed when the request sets
+	// none.
+	DefaultOutputCap int64
+}
+
+// InjectOptions say which body edits to make.
+type InjectOptions struct {
+	// OutputCap adds the API's output-cap field, set to the request's
+	// OutputCap, when the request has none.
+	OutputCap bool
+	// StreamUsage asks a streaming API that reports usage only on request
+	// (OpenAI) to report it.
+	StreamUsage bool
+}
+
+// ReaderOptions configure a UsageReader.
+type ReaderOptions struct {
+	// Counter estimates the tokens of output observed in the stream, for
+	// a response cut short before it reports usage.
+	Counter accounting.TokenCounter
+	// MaxBuffer bounds the bytes a reader keeps (a JSON body, one SSE
+	// event); zero means 4 MiB.
+	MaxBuffer int
+}
+
+// Request is what admission needs to know about a request.
+type Request struct {
+	Model  string
+	Stream bool
+	// InputTokens is the estimated input, overheads included.
+	InputTokens int64
+	// OutputCap is the output cap per choice: the request's own, or the
+	// default when CapGiven is false.
+	OutputCap int64
+	CapGiven  bool
+	// Choices is how many completions the request asks for (n).
+	Choices int64
+	// StreamUsage reports that a streaming request already asks for
+	// usage to be reported.
+	StreamUsage bool
+	// Notes explain what the estimate could not see, e.g. server-side
+	// conversation history that is billed as input too.
+	Notes string
+}
+
+// Estimate returns the reservation the request needs.
+func (r *Request) Estimate() accounting.Estimate {
+	choices := max(r.Choices, 1)
+	return accounting.Estimate{InputTokens: r.InputTokens, OutputTokens: r.OutputCap * choices}
+}
+
+// UsageReader follows one response body and reports what it cost.
+type UsageReader interface {
+	// Write feeds the next bytes of the response body, as the client
+	// receives them (after decompression). It must not retain p, and must
+	// keep its memory bounded whatever it is fed.
+	Write(p []byte)
+	// Usage returns the usage the provider reported, if it has so far.
+	Usage() (accounting.Usage, bool)
+	// ObservedOutputTokens estimates the output seen so far, for a
+	// response that ends before reporting usage.
+	ObservedOutputTokens() int64
+}

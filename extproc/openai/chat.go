@@ -1,0 +1,195 @@
+package openai
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/tokenwarden/tokenwarden/extproc/llm"
+)
+
+// Token overheads of the chat format: every message is wrapped in a few
+// formatting tokens, a name costs one more, and the reply is primed with a
+// few more (OpenAI's published rule of thumb).
+const (
+	tokensPerMessage = 3
+	tokensPerName    = 1
+	replyPriming     = 3
+	// maxChoices is OpenAI's bound on n.
+	maxChoices = 128
+)
+
+// Image tokens for gpt-4o-class models: 85 at detail "low"; otherwise 85
+// plus 170 per 512-px tile. A URL image cannot be sized without fetching
+// it, so an unsized image is charged as a 1024×1024 one (four tiles).
+const (
+	imageLowTokens     = 85
+	imageDefaultTokens = 85 + 170*4
+)
+
+// Chat is the /v1/chat/completions API.
+type Chat struct{}
+
+var _ llm.API = Chat{}
+
+// Name implements llm.API.
+func (Chat) Name() string { return "openai.chat" }
+
+// ParseRequest implements llm.API.
+func (Chat) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
+	var req llm.Request
+	if err := llm.ValidObject(body); err != nil {
+		return req, err
+	}
+	doc := gjson.Parse(llm.View(body))
+	model := doc.Get("model")
+	if model.Type != gjson.String || model.Str == "" {
+		return req, errors.New("model must be a non-empty string")
+	}
+	req.Model = model.Str
+	msgs := doc.Get("messages")
+	if !msgs.IsArray() {
+		return req, errors.New("messages must be an array")
+	}
+	count := func(s string) int64 { return opts.Counter.CountTokens(req.Model, s) }
+
+	var in int64
+	var bad error
+	msgs.ForEach(func(_, m gjson.Result) bool {
+		if !m.IsObject() {
+			bad = errors.New("each message must be an object")
+			return false
+		}
+		in += tokensPerMessage
+		m.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "content":
+				in += contentTokens(v, count)
+			case "name":
+				in += tokensPerName + count(v.Str)
+			case "role":
+				in += 1
+			case "tool_calls", "function_call", "refusal", "audio":
+				in += count(v.Raw)
+			}
+			return true
+		})
+		return true
+	})
+	if bad != nil {
+		return req, bad
+	}
+	in += replyPriming
+	// Tool schemas are rendered into the prompt; their JSON is a fair,
+	// slightly high, stand-in for OpenAI's hidden formatting.
+	if tools := doc.Get("tools"); tools.IsArray() {
+		in += count(tools.Raw)
+	}
+	if fns := doc.Get("functions"); fns.IsArray() {
+		in += count(fns.Raw)
+	}
+	req.InputTokens = in
+
+	res := doc.Get("max_completion_tokens")
+	field := "max_completion_tokens"
+	if !res.Exists() || res.Type == gjson.Null {
+		res, field = doc.Get("max_tokens"), "max_tokens"
+	}
+	capValue, given, err := llm.PositiveInt(res, field, llm.MaxOutputCap)
+	if err != nil {
+		return req, err
+	}
+	req.OutputCap, req.CapGiven = capValue, given
+	if !given {
+		req.OutputCap = opts.DefaultOutputCap
+	}
+	n, given, err := llm.PositiveInt(doc.Get("n"), "n", maxChoices)
+	if err != nil {
+		return req, err
+	}
+	req.Choices = 1
+	if given {
+		req.Choices = n
+	}
+	stream := doc.Get("stream")
+	if stream.Type != gjson.Null && !stream.IsBool() {
+		return req, errors.New("stream must be a boolean")
+	}
+	req.Stream = stream.Bool()
+	req.StreamUsage = doc.Get("stream_options.include_usage").Bool()
+	return req, nil
+}
+
+// contentTokens counts a message's content: a string, or an array of parts.
+func contentTokens(v gjson.Result, count func(string) int64) int64 {
+	switch {
+	case v.Type == gjson.String:
+		return count(v.Str)
+	case v.IsArray():
+		var n int64
+		v.ForEach(func(_, part gjson.Result) bool {
+			switch part.Get("type").Str {
+			case "text":
+				n += count(part.Get("text").Str)
+			case "image_url":
+				if part.Get("image_url.detail").Str == "low" {
+					n += imageLowTokens
+				} else {
+					n += imageDefaultTokens
+				}
+			default:
+				// Audio, files and parts not known yet: charge their JSON
+				// as text. High rather than zero; never free.
+				n += count(part.Raw)
+			}
+			return true
+		})
+		return n
+	case v.Type == gjson.Null:
+		return 0
+	}
+	return count(v.Raw)
+}
+
+// Inject implements llm.API.
+func (Chat) Inject(body []byte, req *llm.Request, opts llm.InjectOptions) ([]byte, error) {
+	var out []byte
+	var err error
+	edit := func(path string, value any) {
+		if err != nil {
+			return
+		}
+		src := body
+		if out != nil {
+			src = out
+		}
+		out, err = sjson.SetBytes(src, path, value)
+	}
+	if opts.OutputCap && !req.CapGiven {
+		edit(CapField(req.Model), req.OutputCap)
+	}
+	if opts.StreamUsage && req.Stream && !req.StreamUsage {
+		edit("stream_options.include_usage", true)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("editing request body: %w", err)
+	}
+	return out, nil
+}
+
+// CapField returns the output-cap field a model accepts: reasoning models
+// (o-series, gpt-5) reject the deprecated max_tokens with a 400, while many
+// OpenAI-compatible servers know only max_tokens.
+func CapField(model string) string {
+	m := model
+	if i := strings.LastIndexByte(m, '/'); i >= 0 {
+		m = m[i+1:]
+	}
+	if len(m) >= 2 && m[0] == 'o' && m[1] >= '1' && m[1] <= '9' || strings.HasPrefix(m, "gpt-5") {
+		return "max_completion_tokens"
+	}
+	return "max_tokens"
+}

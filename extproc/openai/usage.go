@@ -1,0 +1,99 @@
+package openai
+
+import (
+	"mime"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/extproc/llm"
+)
+
+// DefaultMaxBuffer is what a zero llm.ReaderOptions.MaxBuffer means: the
+// llm contract says 4 MiB, which also holds a Responses API
+// response.completed event that repeats a long output (its usage comes
+// after the output, so a truncated event would lose it).
+const DefaultMaxBuffer = 4 << 20
+
+// maxBuffer applies the llm.ReaderOptions default.
+func maxBuffer(opts llm.ReaderOptions) int {
+	if opts.MaxBuffer <= 0 {
+		return DefaultMaxBuffer
+	}
+	return opts.MaxBuffer
+}
+
+// NewUsageReader implements llm.API.
+func (Chat) NewUsageReader(req *llm.Request, contentType string, opts llm.ReaderOptions) llm.UsageReader {
+	if IsEventStream(contentType) {
+		return NewStreamReader(req.Model, opts, ChatDeltaText)
+	}
+	return NewJSONReader(opts)
+}
+
+// IsEventStream reports whether a content type is text/event-stream.
+func IsEventStream(contentType string) bool {
+	if contentType == "" {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "text/event-stream"
+}
+
+// ParseUsage maps an OpenAI usage object onto accounting.Usage. It reads
+// both the chat/completions names (prompt_tokens, completion_tokens) and
+// the Responses API names (input_tokens, output_tokens). Cached tokens are
+// a part of the prompt, as OpenAI reports them.
+func ParseUsage(u gjson.Result) (accounting.Usage, bool) {
+	if !u.IsObject() {
+		return accounting.Usage{}, false
+	}
+	var out accounting.Usage
+	ok := false
+	u.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "prompt_tokens", "input_tokens":
+			out.InputTokens, ok = nonNegative(v), true
+		case "completion_tokens", "output_tokens":
+			out.OutputTokens, ok = nonNegative(v), true
+		case "prompt_tokens_details", "input_tokens_details":
+			out.CachedInputTokens = nonNegative(v.Get("cached_tokens"))
+		}
+		return true
+	})
+	// A cached count above the prompt would price negative input.
+	out.CachedInputTokens = min(out.CachedInputTokens, out.InputTokens)
+	return out, ok
+}
+
+// nonNegative reads a token count; a negative or non-numeric one, which
+// no provider sends, counts as zero rather than as a refund.
+func nonNegative(v gjson.Result) int64 {
+	if v.Type != gjson.Number {
+		return 0
+	}
+	return max(v.Int(), 0)
+}
+
+// JSONReader reads the usage of a non-streamed OpenAI-style JSON body, in
+// bounded memory (see llm.Capture).
+type JSONReader struct {
+	body llm.Capture
+}
+
+// NewJSONReader returns a reader for a JSON response body.
+func NewJSONReader(opts llm.ReaderOptions) *JSONReader {
+	return &JSONReader{body: llm.NewCapture(maxBuffer(opts))}
+}
+
+// Write implements llm.UsageReader.
+func (r *JSONReader) Write(p []byte) { r.body.Write(p) }
+
+// Usage implements llm.UsageReader.
+func (r *JSONReader) Usage() (accounting.Usage, bool) { return ParseUsage(r.body.Get("usage")) }
+
+// ObservedOutputTokens charges a cut JSON body by its size: its text
+// cannot be parsed until it is complete.
+func (r *JSONReader) ObservedOutputTokens() int64 {
+	return (r.body.Len() + 3) / 4
+}

@@ -1,0 +1,142 @@
+package extproc
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/extproc/llm"
+	"github.com/tokenwarden/tokenwarden/extproc/openai"
+)
+
+// setHeader returns a header mutation entry that replaces any existing
+// value. Envoy reads only raw_value, and honours only the deprecated
+// append flag (unset means overwrite), not append_action.
+func setHeader(key, value string) *corev3.HeaderValueOption {
+	return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: key, RawValue: []byte(value)}}
+}
+
+// formatAmount renders an amount of a dimension: cost in USD with six
+// decimals (micro-dollar precision), others as integers.
+func formatAmount(d accounting.Dimension, v int64) string {
+	if d == accounting.Cost {
+		neg := v < 0
+		if neg {
+			v = -v
+		}
+		s := fmt.Sprintf("%d.%06d", v/1e6, v%1e6)
+		if neg {
+			s = "-" + s
+		}
+		return s
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+// formatReset renders a reset time the way OpenAI does: a Go duration,
+// at millisecond precision ("120ms", "6m0s").
+func formatReset(d time.Duration) string {
+	return d.Round(time.Millisecond).String()
+}
+
+// rateLimitHeaders returns the x-ratelimit-* headers for each dimension
+// that applied. Remaining is shown as zero when an extra charge took a
+// counter below it: clients expect a count, not a debt.
+func rateLimitHeaders(dims *[3]accounting.DimState, out []*corev3.HeaderValueOption) []*corev3.HeaderValueOption {
+	for i := range dims {
+		st := &dims[i]
+		if !st.Applied {
+			continue
+		}
+		d := accounting.Dimension(i)
+		name := d.String()
+		out = append(out,
+			setHeader("x-ratelimit-limit-"+name, formatAmount(d, st.Limit)),
+			setHeader("x-ratelimit-remaining-"+name, formatAmount(d, max(0, st.Remaining))),
+			setHeader("x-ratelimit-reset-"+name, formatReset(st.Reset)),
+		)
+	}
+	return out
+}
+
+// immediate builds a local reply: Envoy sends it to the client in place of
+// the upstream's response and closes the stream.
+func immediate(api llm.API, e llm.Error, details string, headers []*corev3.HeaderValueOption) *extprocv3.ProcessingResponse {
+	if api == nil {
+		api = openai.Chat{}
+	}
+	reply := api.RenderError(e)
+	headers = append(headers, setHeader("content-type", "application/json"))
+	for _, h := range reply.Headers {
+		headers = append(headers, setHeader(h[0], h[1]))
+	}
+	return &extprocv3.ProcessingResponse{
+		Response: &extprocv3.ProcessingResponse_ImmediateResponse{
+			ImmediateResponse: &extprocv3.ImmediateResponse{
+				Status:  &typev3.HttpStatus{Code: typev3.StatusCode(e.Kind.Status())},
+				Headers: &extprocv3.HeaderMutation{SetHeaders: headers},
+				Body:    reply.Body,
+				Details: details,
+			},
+		},
+	}
+}
+
+// rejection renders the 429 for a reservation that did not fit.
+func rejection(api llm.API, r *accounting.Reservation) *extprocv3.ProcessingResponse {
+	t := &r.Trip
+	d := t.Limit.Dimension
+	var headers []*corev3.HeaderValueOption
+	headers = rateLimitHeaders(&r.Dims, headers)
+	headers = append(headers, setHeader("x-tokenwarden-limit", t.Limit.Name))
+	var msg string
+	if t.NeverFits {
+		headers = append(headers, setHeader("x-should-retry", "false"))
+		msg = fmt.Sprintf("Request too large for limit %s on %s: it needs %s but the limit allows at most %s%s. Retrying will not help: reduce the input or the output cap.",
+			t.Limit.Name, d, formatAmount(d, t.Requested), formatAmount(d, t.Limit.Capacity()), per(t.Limit))
+	} else {
+		secs := int64(math.Ceil(t.RetryAfter.Seconds()))
+		ms := int64(math.Ceil(float64(t.RetryAfter) / float64(time.Millisecond)))
+		headers = append(headers,
+			setHeader("retry-after", strconv.FormatInt(max(secs, 1), 10)),
+			setHeader("retry-after-ms", strconv.FormatInt(max(ms, 1), 10)))
+		msg = fmt.Sprintf("Rate limit reached for limit %s on %s: limit %s%s, remaining %s, requested %s. Please try again in %s.",
+			t.Limit.Name, d, formatAmount(d, t.Limit.Capacity()), per(t.Limit), formatAmount(d, max(0, t.Remaining)),
+			formatAmount(d, t.Requested), formatReset(t.RetryAfter))
+	}
+	return immediate(api, llm.Error{Kind: llm.RateLimited, Dimension: d.String(), Code: "rate_limit_exceeded", Message: msg},
+		"tokenwarden_rate_limited", headers)
+}
+
+// per describes a limit's window for messages.
+func per(l *accounting.Limit) string {
+	switch {
+	case l.Calendar == accounting.CalendarMonth:
+		return " per calendar month"
+	case l.Algorithm == accounting.TokenBucket:
+		return fmt.Sprintf(" (refilling %s per %s)", formatAmount(l.Dimension, l.Limit), l.Window)
+	}
+	return " per " + l.Window.String()
+}
+
+func unavailable(api llm.API) *extprocv3.ProcessingResponse {
+	return immediate(api, llm.Error{Kind: llm.Unavailable, Code: "limiter_unavailable",
+		Message: "The rate limiter is unavailable, so the request cannot be admitted. Please try again shortly."},
+		"tokenwarden_limiter_unavailable", []*corev3.HeaderValueOption{setHeader("retry-after", "1")})
+}
+
+func badRequest(api llm.API, msg string) *extprocv3.ProcessingResponse {
+	return immediate(api, llm.Error{Kind: llm.InvalidRequest, Code: "invalid_request", Message: msg},
+		"tokenwarden_bad_request", nil)
+}
+
+func unauthenticated(api llm.API, msg string) *extprocv3.ProcessingResponse {
+	return immediate(api, llm.Error{Kind: llm.Unauthenticated, Code: "missing_identity", Message: msg},
+		"tokenwarden_missing_identity", nil)
+}
