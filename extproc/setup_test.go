@@ -151,3 +151,5 @@ func wantHeader(t *testing.T, h http.Header, key, want string) {
 }
 
 func compact(b []byte) []byte { return bytes.TrimSpace(b) }
+
+func memStore() accounting.Store { return memstore.New(memstore.Options{}) }

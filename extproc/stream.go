@@ -301,6 +301,8 @@ func (st *stream) settle(complete bool) *structpb.Struct {
 		st.s.log.Warn("settlement failed; retrying in the background", "reservation", r.ID, "err", err)
 	}
 	st.s.m.settlements.WithLabelValues(basis).Inc()
+	st.s.log.Debug("settled", "reservation", r.ID, "api", apiName(st.api), "basis", basis,
+		"complete", complete, "estimate_tokens", r.Estimate.Total(), "actual_tokens", usage.Total())
 	if st.api != nil {
 		st.s.m.tokens.WithLabelValues(st.api.Name(), "actual").Add(float64(usage.Total()))
 	}

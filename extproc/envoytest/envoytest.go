@@ -67,6 +67,7 @@ import (
 type Envoy struct {
 	client extprocv3.ExternalProcessorClient
 	active sync.WaitGroup // server handlers still running
+	remote bool           // the server runs elsewhere: active is not tracked
 }
 
 // tracked wraps the server to know when its handlers have returned, so
@@ -104,6 +105,24 @@ func Start(t testing.TB, srv extprocv3.ExternalProcessorServer, opts ...grpc.Ser
 	e.client = extprocv3.NewExternalProcessorClient(conn)
 	return e
 }
+
+// Connect returns an Envoy talking to an ext_proc server listening on a
+// TCP address, such as the tokenwarden binary. Its Wait does not know
+// about that server's handlers and returns at once.
+func Connect(t testing.TB, addr string) *Envoy {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(128<<20)))
+	if err != nil {
+		t.Fatalf("envoytest: dialing %s: %v", addr, err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return &Envoy{client: extprocv3.NewExternalProcessorClient(conn), remote: true}
+}
+
+// Client returns the raw ext_proc client, for tests that drive a stream
+// message by message.
+func (e *Envoy) Client() extprocv3.ExternalProcessorClient { return e.client }
 
 // Wait blocks until every server handler started so far has returned:
 // after it, a stream that was cut has settled.
@@ -175,10 +194,14 @@ type modes struct {
 func (e *Envoy) Do(ctx context.Context, req Request, upstream Upstream) *Response {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	e.active.Add(1) // the server's handler for this stream
+	if !e.remote {
+		e.active.Add(1) // the server's handler for this stream
+	}
 	stream, err := e.client.Process(ctx)
 	if err != nil {
-		e.active.Done()
+		if !e.remote {
+			e.active.Done()
+		}
 		return failure(fmt.Errorf("opening stream: %w", err))
 	}
 	x := &exchange{stream: stream, m: modes{
