@@ -3,11 +3,8 @@ package extproc_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
-
-	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/extproc"
@@ -15,38 +12,6 @@ import (
 	"github.com/tokenwarden/tokenwarden/extproc/llm"
 	"github.com/tokenwarden/tokenwarden/extproc/openai"
 )
-
-// noop is the do-nothing ext_proc server tokenwarden's cost is measured
-// against: it answers every message with "continue".
-type noop struct {
-	extprocv3.UnimplementedExternalProcessorServer
-}
-
-func (noop) Process(s extprocv3.ExternalProcessor_ProcessServer) error {
-	for {
-		req, err := s.Recv()
-		if err != nil {
-			if err == io.EOF {
-				return nil
-			}
-			return nil
-		}
-		resp := &extprocv3.ProcessingResponse{}
-		switch req.Request.(type) {
-		case *extprocv3.ProcessingRequest_RequestHeaders:
-			resp.Response = &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{}}
-		case *extprocv3.ProcessingRequest_RequestBody:
-			resp.Response = &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{}}
-		case *extprocv3.ProcessingRequest_ResponseHeaders:
-			resp.Response = &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocv3.HeadersResponse{}}
-		case *extprocv3.ProcessingRequest_ResponseBody:
-			resp.Response = &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{}}
-		}
-		if err := s.Send(resp); err != nil {
-			return nil
-		}
-	}
-}
 
 // BenchmarkLifecycle runs whole requests — headers, buffered body,
 // response headers, a streamed response — through the test Envoy, against
@@ -76,11 +41,9 @@ func BenchmarkLifecycle(b *testing.B) {
 		envoy func(b *testing.B) *envoytest.Envoy
 	}{
 		{"noop", func(b *testing.B) *envoytest.Envoy {
-			return envoytest.Start(b, noop{}, extproc.GRPCServerOptions()...)
+			return envoytest.Start(b, envoytest.Noop{}, extproc.GRPCServerOptions()...)
 		}},
 		{"tokenwarden", func(b *testing.B) *envoytest.Envoy {
-			t := &testing.T{}
-			_ = t
 			return benchRig(b, limits).envoy
 		}},
 	}

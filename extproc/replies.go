@@ -25,19 +25,33 @@ func setHeader(key, value string) *corev3.HeaderValueOption {
 // formatAmount renders an amount of a dimension: cost in USD with six
 // decimals (micro-dollar precision), others as integers.
 func formatAmount(d accounting.Dimension, v int64) string {
-	if d == accounting.Cost {
-		neg := v < 0
-		if neg {
-			v = -v
-		}
-		s := fmt.Sprintf("%d.%06d", v/1e6, v%1e6)
-		if neg {
-			s = "-" + s
-		}
-		return s
+	if d != accounting.Cost {
+		return strconv.FormatInt(v, 10)
 	}
-	return strconv.FormatInt(v, 10)
+	var b [24]byte
+	out := b[:0]
+	if v < 0 {
+		out = append(out, '-')
+		v = -v
+	}
+	out = strconv.AppendInt(out, v/1e6, 10)
+	frac := v % 1e6
+	out = append(out, '.')
+	for div := int64(1e5); div > 0; div /= 10 {
+		out = append(out, byte('0'+frac/div%10))
+	}
+	return string(out)
 }
+
+// headerNames are the x-ratelimit-* header names per dimension, built
+// once rather than concatenated on every response.
+var headerNames = func() (n [3][3]string) {
+	for d := range n {
+		name := accounting.Dimension(d).String()
+		n[d] = [3]string{"x-ratelimit-limit-" + name, "x-ratelimit-remaining-" + name, "x-ratelimit-reset-" + name}
+	}
+	return n
+}()
 
 // formatReset renders a reset time the way OpenAI does: a Go duration,
 // at millisecond precision ("120ms", "6m0s").
@@ -55,11 +69,11 @@ func rateLimitHeaders(dims *[3]accounting.DimState, out []*corev3.HeaderValueOpt
 			continue
 		}
 		d := accounting.Dimension(i)
-		name := d.String()
+		names := &headerNames[i]
 		out = append(out,
-			setHeader("x-ratelimit-limit-"+name, formatAmount(d, st.Limit)),
-			setHeader("x-ratelimit-remaining-"+name, formatAmount(d, max(0, st.Remaining))),
-			setHeader("x-ratelimit-reset-"+name, formatReset(st.Reset)),
+			setHeader(names[0], formatAmount(d, st.Limit)),
+			setHeader(names[1], formatAmount(d, max(0, st.Remaining))),
+			setHeader(names[2], formatReset(st.Reset)),
 		)
 	}
 	return out

@@ -49,6 +49,13 @@ func TestAdmitAndSettleJSON(t *testing.T) {
 	if got := r.used(t, "tenant-tokens", tenantA); got != 1163 {
 		t.Errorf("tokens used after settlement: got %d, want 1163", got)
 	}
+	md := resp.Metadata[extproc.MetadataNamespace]
+	if md["actual_tokens"] != 1163.0 || md["settled_on"] != "usage" || md["model"] != "gpt-4o-mini" {
+		t.Errorf("dynamic metadata for the access log: got %v", md)
+	}
+	if est, _ := md["estimate_tokens"].(float64); est < 1000 {
+		t.Errorf("estimate_tokens: got %v, want the reservation (> 1000)", md["estimate_tokens"])
+	}
 }
 
 func TestStreamSettlesFromUsageChunk(t *testing.T) {
@@ -213,6 +220,9 @@ func TestRateLimitedReply(t *testing.T) {
 		if !strings.Contains(e.Error.Message, want) {
 			t.Errorf("message %q does not mention %q", e.Error.Message, want)
 		}
+	}
+	if md := resp.Metadata[extproc.MetadataNamespace]; md["limit"] != "tenant-tokens" || md["decision"] != "rejected" {
+		t.Errorf("dynamic metadata of a rejection: got %v", md)
 	}
 	// The rejected request reserved nothing.
 	if got := r.used(t, "tenant-tokens", tenantA); got != 1200 {

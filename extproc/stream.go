@@ -145,7 +145,13 @@ func (st *stream) reserve(req accounting.Request) (resp *extprocv3.ProcessingRes
 		st.count(st.api, "rejected")
 		st.s.log.Debug("rejected", "api", apiName(st.api), "limit", res.Trip.Limit.Name,
 			"requested", res.Trip.Requested, "retry_after", res.Trip.RetryAfter, "never_fits", res.Trip.NeverFits)
-		return rejection(st.api, res), true
+		resp := rejection(st.api, res)
+		resp.DynamicMetadata = namespaced(map[string]*structpb.Value{
+			"decision":        structpb.NewStringValue("rejected"),
+			"limit":           structpb.NewStringValue(res.Trip.Limit.Name),
+			"estimate_tokens": structpb.NewNumberValue(float64(res.Estimate.Total())),
+		})
+		return resp, true
 	}
 	st.res = res
 	st.count(st.api, "admitted")
@@ -193,10 +199,9 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingRespo
 	st.s.m.tokens.WithLabelValues(st.api.Name(), "estimated").Add(float64(est.Total()))
 
 	br := &extprocv3.BodyResponse{}
-	resp := &extprocv3.ProcessingResponse{
-		Response:        &extprocv3.ProcessingResponse_RequestBody{RequestBody: br},
-		DynamicMetadata: st.metadata(nil),
-	}
+	// Dynamic metadata is written once, at settlement: the access log
+	// reads it when the request ends.
+	resp := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: br}}
 	edited, err := st.api.Inject(body, &st.req, llm.InjectOptions{OutputCap: o.InjectOutputCap, StreamUsage: o.InjectStreamUsage})
 	if err != nil {
 		// The body parsed, so an edit cannot fail; if it does, forward
@@ -314,6 +319,7 @@ func (st *stream) settle(complete bool) *structpb.Struct {
 		"actual_output_tokens": structpb.NewNumberValue(float64(usage.OutputTokens)),
 		"actual_tokens":        structpb.NewNumberValue(float64(usage.Total())),
 		"settled_on":           structpb.NewStringValue(basis),
+		"decision":             structpb.NewStringValue("admitted"),
 	})
 }
 
@@ -336,6 +342,11 @@ func (st *stream) metadata(extra map[string]*structpb.Value) *structpb.Struct {
 	for k, v := range extra {
 		f[k] = v
 	}
+	return namespaced(f)
+}
+
+// namespaced wraps fields in tokenwarden's metadata namespace.
+func namespaced(f map[string]*structpb.Value) *structpb.Struct {
 	return &structpb.Struct{Fields: map[string]*structpb.Value{
 		MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: f}),
 	}}

@@ -181,6 +181,9 @@ type Response struct {
 	Cut bool
 	// Err describes why the filter failed the request (Status 500).
 	Err error
+	// Metadata is the dynamic metadata the server wrote, merged per
+	// namespace in reply order (as Envoy merges it for access logs).
+	Metadata map[string]map[string]any
 }
 
 // modes is the filter's processing mode for one request.
@@ -210,6 +213,7 @@ func (e *Envoy) Do(ctx context.Context, req Request, upstream Upstream) *Respons
 		responseHeaders: true,
 	}, first: true, metadata: req.Metadata}
 	resp := x.run(req, upstream, cancel)
+	resp.Metadata = x.written
 	if resp.Err == nil && !resp.Cut {
 		_ = stream.CloseSend()
 	}
@@ -225,6 +229,21 @@ type exchange struct {
 	m        modes
 	first    bool
 	metadata *corev3.Metadata
+	written  map[string]map[string]any // dynamic metadata from the server
+}
+
+func (x *exchange) recordMetadata(r *extprocv3.ProcessingResponse) {
+	for ns, v := range r.GetDynamicMetadata().GetFields() {
+		if x.written == nil {
+			x.written = map[string]map[string]any{}
+		}
+		if x.written[ns] == nil {
+			x.written[ns] = map[string]any{}
+		}
+		for k, f := range v.GetStructValue().GetFields() {
+			x.written[ns][k] = f.AsInterface()
+		}
+	}
 }
 
 func (x *exchange) send(r *extprocv3.ProcessingRequest) error {
@@ -253,6 +272,7 @@ func (x *exchange) recv(kind string) (*extprocv3.ProcessingResponse, error) {
 		}
 		return nil, fmt.Errorf("awaiting a %s reply: %w", kind, err)
 	}
+	x.recordMetadata(r)
 	if ir := r.GetImmediateResponse(); ir != nil {
 		return nil, errImmediate{ir}
 	}
