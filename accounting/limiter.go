@@ -28,7 +28,8 @@ type Options struct {
 	// StoreTimeout bounds each store call; zero means 50ms.
 	StoreTimeout time.Duration
 	// SettleRetry is how long a settlement that failed on the store is
-	// retried in the background before it is given up; zero means 2m.
+	// retried in the background before it is given up; zero means 2m,
+	// and it may not exceed MaxSettleRetry.
 	SettleRetry time.Duration
 	// MaxPendingSettlements bounds the settlements retrying at once;
 	// zero means 10000.
@@ -89,6 +90,7 @@ func New(opts Options) (*Limiter, error) {
 	if l.settleRetry <= 0 {
 		l.settleRetry = 2 * time.Minute
 	}
+	l.settleRetry = min(l.settleRetry, MaxSettleRetry)
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}

@@ -106,5 +106,11 @@ type SettleRequest struct {
 }
 
 // SettledTTL is how long a store remembers a settled reservation ID, to
-// make repeated settles no-ops. It exceeds the longest settlement retry.
-const SettledTTL = time.Hour
+// make repeated settles no-ops. A repeat can only come from the Limiter's
+// retries, so it must exceed the longest retry period
+// ([Options.SettleRetry], at most [MaxSettleRetry]); keeping it short
+// keeps the memory it costs (one small entry per request) in check.
+const SettledTTL = 10 * time.Minute
+
+// MaxSettleRetry is the longest [Options.SettleRetry] allowed.
+const MaxSettleRetry = 5 * time.Minute

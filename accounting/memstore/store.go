@@ -89,6 +89,9 @@ func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error 
 	s.settled[req.ID] = now + accounting.SettledTTL.Microseconds()
 	for i := range req.Items {
 		it := &req.Items[i]
+		if it.Actual == it.Reserved {
+			continue
+		}
 		s.counterLocked(&it.Counter, now).settle(&it.Counter, it.Reserved, it.Actual, it.Mark, now)
 	}
 	return nil
