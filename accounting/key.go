@@ -14,9 +14,11 @@ const KeyPrefix = "tw1:"
 // Values are used verbatim and may hold any bytes, so each is written with
 // its length in front: "len:value". No separator inside a value can then
 // be mistaken for a boundary, and two different tuples (tenant "a:b" with
-// user "c", tenant "a" with user "b:c") never share a key. The algorithm is
-// part of the key so that changing a limit's algorithm starts a fresh
-// counter instead of misreading the old one's state.
+// user "c", tenant "a" with user "b:c") never share a key. The algorithm
+// and the window length are part of the key so that changing either
+// starts a fresh counter instead of misreading the old one's state (a
+// sliding window's slot numbers, say, mean nothing under another length).
+// Changing the limit value keeps the counter.
 func CounterKey(l *Limit, attrs Attributes) string {
 	var b strings.Builder
 	n := len(KeyPrefix) + len(l.Name) + 8
@@ -27,6 +29,10 @@ func CounterKey(l *Limit, attrs Attributes) string {
 	b.Grow(n)
 	b.WriteString(KeyPrefix)
 	b.WriteString(algorithmCode(l.Algorithm, l.Calendar))
+	if l.Calendar == NoCalendar {
+		var num [20]byte
+		b.Write(strconv.AppendInt(num[:0], l.Window.Milliseconds(), 10))
+	}
 	b.WriteByte(':')
 	writeField(&b, l.Name)
 	for _, name := range l.Scope {

@@ -234,7 +234,10 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 		l.m.storeErrors.WithLabelValues("reserve").Inc()
 		if failClosed {
 			l.m.decisions.WithLabelValues("store_error").Inc()
-			return nil, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+			if !errors.Is(err, ErrStoreUnavailable) {
+				err = fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+			}
+			return nil, err
 		}
 		l.m.decisions.WithLabelValues("failed_open").Inc()
 		l.log.Warn("store unavailable; admitting under fail-open limits", "err", err)

@@ -56,7 +56,9 @@ type ReserveItem struct {
 	Amount int64
 }
 
-// ReserveRequest is one atomic, all-or-nothing reservation.
+// ReserveRequest is one atomic, all-or-nothing reservation. Its items
+// name distinct counters (the Limiter's limit names are unique): each item
+// is checked against its counter's state before any of them is charged.
 type ReserveRequest struct {
 	// ID identifies the reservation at settlement.
 	ID    string

@@ -27,8 +27,8 @@ func SlotLength(c *Counter) int64 {
 	return c.Window.Microseconds() / SlidingSlots
 }
 
-// Micros converts a duration in microseconds to a [time.Duration],
-// rounding up so that a Retry-After is never too early.
+// Micros converts a duration in microseconds to a [time.Duration]; a
+// negative one (a time already past) is zero.
 func Micros(us int64) time.Duration {
 	if us <= 0 {
 		return 0

@@ -64,6 +64,7 @@ func (ct *counter) commit(c *accounting.Counter, amount, now int64, st *accounti
 		st.Remaining -= amount
 		st.Mark = ct.window
 	case accounting.TokenBucket:
+		ct.refill(c, now)
 		ct.tokens -= float64(amount)
 		st.Remaining = int64(math.Floor(ct.tokens))
 		st.Reset = accounting.Micros(ct.bucketFullIn(c))
@@ -226,19 +227,24 @@ func (ct *counter) bucketFullIn(c *accounting.Counter) int64 {
 	return int64(math.Ceil(missing / rate(c)))
 }
 
+// checkBucket looks at the bucket as refilled to now without storing the
+// refill: a rejected request must leave the state exactly as it was, as
+// the Redis script (which writes nothing on a rejection) does, so the two
+// stores refill in the same steps and agree to the last bit.
 func (ct *counter) checkBucket(c *accounting.Counter, amount, now int64) accounting.CounterState {
-	ct.refill(c, now)
+	view := *ct
+	view.refill(c, now)
 	st := accounting.CounterState{
-		Remaining: int64(math.Floor(ct.tokens)),
-		Reset:     accounting.Micros(ct.bucketFullIn(c)),
+		Remaining: int64(math.Floor(view.tokens)),
+		Reset:     accounting.Micros(view.bucketFullIn(c)),
 	}
 	switch {
 	case amount > c.Capacity():
 		st.NeverFits = true
-	case float64(amount) <= ct.tokens:
+	case float64(amount) <= view.tokens:
 		st.Fits = true
 	default:
-		st.RetryAfter = accounting.Micros(int64(math.Ceil((float64(amount) - ct.tokens) / rate(c))))
+		st.RetryAfter = accounting.Micros(int64(math.Ceil((float64(amount) - view.tokens) / rate(c))))
 	}
 	return st
 }

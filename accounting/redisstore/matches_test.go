@@ -1,0 +1,156 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/accounting/memstore"
+	"github.com/tokenwarden/tokenwarden/accounting/redisstore/redistest"
+)
+
+// manualClock is memstore's clock in TestMatchesMemstore.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// TestMatchesMemstore drives the Redis store and the memory store through
+// the same random sequence of reservations, settlements (late, repeated,
+// refunds and extra charges) and clock steps, both stores on the same
+// exact clock, and requires every answer to be identical: the algorithms
+// behave exactly as on the memory store, not just within a tolerance.
+func TestMatchesMemstore(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, seed := range []uint64{1, 2, 3} {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			if err := adminClient(t, srv).FlushDB(context.Background()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			compareWithMemstore(t, newStore(t, srv, Options{}), seed, 3000)
+		})
+	}
+}
+
+func compareWithMemstore(t *testing.T, rs *Store, seed uint64, steps int) {
+	rng := rand.New(rand.NewPCG(seed, 42))
+	// Start a few minutes before a month ends, so that the calendar
+	// window rolls over during the run.
+	start := time.Date(2026, time.December, 31, 23, 50, 0, 123456000, time.UTC)
+	clock := &manualClock{now: start}
+	ms := memstore.New(memstore.Options{Now: clock.Now})
+	rs.frozen.Store(start.UnixMicro())
+
+	limits := []accounting.Limit{
+		{Name: "fixed", Algorithm: accounting.FixedWindow, Limit: 100, Window: 10 * time.Second},
+		{Name: "fixed-odd", Algorithm: accounting.FixedWindow, Limit: 37, Window: 3700 * time.Millisecond},
+		{Name: "month", Algorithm: accounting.FixedWindow, Calendar: accounting.CalendarMonth, Limit: 1000},
+		{Name: "sliding", Algorithm: accounting.SlidingWindow, Limit: 100, Window: 10 * time.Second},
+		{Name: "sliding-odd", Algorithm: accounting.SlidingWindow, Limit: 50, Window: 3001 * time.Millisecond},
+		{Name: "bucket", Algorithm: accounting.TokenBucket, Limit: 100, Window: 10 * time.Second, Burst: 50},
+		{Name: "bucket-odd", Algorithm: accounting.TokenBucket, Limit: 7, Window: 3 * time.Second},
+	}
+	counters := make([]accounting.Counter, len(limits))
+	for i := range limits {
+		counters[i] = limits[i].Counter(nil)
+	}
+
+	type held struct {
+		req accounting.ReserveRequest
+		res accounting.ReserveResult
+		sr  accounting.SettleRequest
+	}
+	var open, settled []held
+	ctx := context.Background()
+	for step := range steps {
+		switch op := rng.IntN(10); {
+		case op < 2: // let time pass: often a little, sometimes a lot
+			var d time.Duration
+			switch rng.IntN(4) {
+			case 0:
+				d = time.Duration(rng.IntN(1000)) * time.Microsecond
+			case 1, 2:
+				d = time.Duration(rng.IntN(2000)) * time.Millisecond
+			default:
+				d = time.Duration(rng.IntN(15)) * time.Second
+			}
+			clock.mu.Lock()
+			clock.now = clock.now.Add(d)
+			clock.mu.Unlock()
+			rs.frozen.Add(d.Microseconds())
+		case op < 7: // reserve on one to three counters
+			req := accounting.ReserveRequest{ID: fmt.Sprintf("r%d", step)}
+			for range 1 + rng.IntN(3) {
+				c := counters[rng.IntN(len(counters))]
+				req.Items = append(req.Items, accounting.ReserveItem{Counter: c, Amount: int64(rng.IntN(45))})
+			}
+			want, err := ms.Reserve(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := rs.Reserve(ctx, req)
+			if err != nil {
+				t.Fatalf("step %d: Reserve: %v", step, err)
+			}
+			if !sameResult(got, want) {
+				t.Fatalf("step %d: Reserve %+v at %v:\n got  %+v\n want %+v", step, req.Items, clock.Now(), got, want)
+			}
+			if want.Admitted {
+				open = append(open, held{req: req, res: want})
+			}
+		default: // settle an open reservation, or repeat an old one
+			var sr accounting.SettleRequest
+			switch {
+			case len(settled) > 0 && rng.IntN(5) == 0:
+				// The same request again: a repeat that applied would show.
+				sr = settled[rng.IntN(len(settled))].sr
+			case len(open) > 0:
+				i := rng.IntN(len(open))
+				h := open[i]
+				open = append(open[:i], open[i+1:]...)
+				sr = accounting.SettleRequest{ID: h.req.ID}
+				for i, it := range h.req.Items {
+					actual := it.Amount // exact estimates happen too
+					if rng.IntN(4) > 0 {
+						actual = int64(rng.IntN(90))
+					}
+					sr.Items = append(sr.Items, accounting.SettleItem{Counter: it.Counter, Reserved: it.Amount, Actual: actual, Mark: h.res.States[i].Mark})
+				}
+				h.sr = sr
+				settled = append(settled, h)
+			default:
+				continue
+			}
+			if err := ms.Settle(ctx, sr); err != nil {
+				t.Fatal(err)
+			}
+			if err := rs.Settle(ctx, sr); err != nil {
+				t.Fatalf("step %d: Settle: %v", step, err)
+			}
+		}
+	}
+}
+
+// sameResult compares a Redis answer with memstore's for req: they must
+// be identical, token buckets' float arithmetic included.
+func sameResult(a, b accounting.ReserveResult) bool {
+	if a.Admitted != b.Admitted || len(a.States) != len(b.States) {
+		return false
+	}
+	for i := range a.States {
+		if a.States[i] != b.States[i] {
+			return false
+		}
+	}
+	return true
+}

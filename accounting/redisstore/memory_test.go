@@ -1,0 +1,110 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/accounting/redisstore/redistest"
+)
+
+// TestMemoryPerKey measures with MEMORY USAGE what one counter of each
+// algorithm costs in Redis (key name, hash and overhead included), for
+// a typical key: a limit scoped by tenant and user. It logs the figures
+// (go test -run MemoryPerKey -v) and fails only if a counter stops using
+// Redis's compact hash encoding or grows past a generous bound.
+func TestMemoryPerKey(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := adminClient(t, srv)
+	s := newStore(t, srv, Options{})
+	ctx := context.Background()
+	s.frozen.Store(time.Date(2026, time.November, 30, 12, 0, 0, 0, time.UTC).UnixMicro())
+	attrs := accounting.Attributes{{Name: "tenant", Value: "acme-corp"}, {Name: "user", Value: "user-000042"}}
+
+	mk := func(alg accounting.Algorithm, cal accounting.Calendar) accounting.Counter {
+		l := accounting.Limit{Name: "tenant-tpm", Scope: []string{"tenant", "user"}, Algorithm: alg, Calendar: cal, Limit: 1_000_000, Window: time.Minute}
+		return l.Counter(attrs)
+	}
+	charge := func(c accounting.Counter, amount int64) accounting.CounterState {
+		res, err := s.Reserve(ctx, accounting.ReserveRequest{ID: "m", Items: []accounting.ReserveItem{{Counter: c, Amount: amount}}})
+		if err != nil || !res.Admitted {
+			t.Fatalf("reserve: admitted %v, err %v", res.Admitted, err)
+		}
+		return res.States[0]
+	}
+
+	fixed := mk(accounting.FixedWindow, accounting.NoCalendar)
+	charge(fixed, 12345)
+	month := mk(accounting.FixedWindow, accounting.CalendarMonth)
+	charge(month, 12345)
+	bucket := mk(accounting.TokenBucket, accounting.NoCalendar)
+	charge(bucket, 12345)
+	sliding1 := mk(accounting.SlidingWindow, accounting.NoCalendar)
+	charge(sliding1, 12345)
+	// A sliding window charged in every one of its SlidingSlots+1 slots:
+	// the most it ever holds.
+	full := accounting.Limit{Name: "tenant-tpm-full", Scope: []string{"tenant", "user"}, Algorithm: accounting.SlidingWindow, Limit: 1_000_000, Window: time.Minute}
+	slidingFull := full.Counter(attrs)
+	for range accounting.SlidingSlots + 1 {
+		charge(slidingFull, 12345)
+		advance(s, accounting.Micros(accounting.SlotLength(&slidingFull)))
+	}
+	if n, err := admin.HLen(ctx, slidingFull.Key).Result(); err != nil || n != accounting.SlidingSlots+1 {
+		t.Fatalf("slots held: got %d (err %v), want %d", n, err, accounting.SlidingSlots+1)
+	}
+	if err := s.Settle(ctx, accounting.SettleRequest{ID: "a-reservation-id-0123456789abcdef-1k"}); err != nil {
+		t.Fatal(err)
+	}
+
+	rows := []struct {
+		name, key string
+		max       int64
+	}{
+		{"fixed_window", fixed.Key, 160},
+		{"fixed_window (month)", month.Key, 160},
+		{"token_bucket", bucket.Key, 160},
+		{"sliding_window, 1 slot", sliding1.Key, 160},
+		{fmt.Sprintf("sliding_window, %d slots", accounting.SlidingSlots+1), slidingFull.Key, 320},
+		{"settled marker", SettledKeyPrefix + "a-reservation-id-0123456789abcdef-1k", 160},
+	}
+	var report strings.Builder
+	fmt.Fprintf(&report, "%-26s %6s %9s  %s\n", "counter", "bytes", "encoding", "key (length)")
+	for _, r := range rows {
+		n, err := admin.MemoryUsage(ctx, r.key, 0).Result()
+		if err != nil {
+			t.Fatalf("MEMORY USAGE %s: %v", r.key, err)
+		}
+		enc, err := admin.ObjectEncoding(ctx, r.key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&report, "%-26s %6d %9s  %q (%d)\n", r.name, n, enc, r.key, len(r.key))
+		if n > r.max {
+			t.Errorf("%s: %d bytes, want at most %d", r.name, n, r.max)
+		}
+		if enc != "listpack" && enc != "ziplist" && enc != "embstr" && enc != "int" && enc != "raw" {
+			t.Errorf("%s: encoding %s, want a compact one", r.name, enc)
+		}
+	}
+	t.Logf("MEMORY USAGE per key (Redis %s):\n%s", redisVersion(t, admin), report.String())
+}
+
+// redisVersion returns the server's redis_version.
+func redisVersion(t *testing.T, admin *redis.Client) string {
+	t.Helper()
+	info, err := admin.Info(context.Background(), "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v
+		}
+	}
+	return "?"
+}

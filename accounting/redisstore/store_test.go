@@ -1,0 +1,345 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/accounting/redisstore/redistest"
+	"github.com/tokenwarden/tokenwarden/accounting/storetest"
+)
+
+// testTimeout is the store timeout of tests that do not test timeouts:
+// generous, so that a loaded machine (or -race) does not fail them.
+const testTimeout = 5 * time.Second
+
+// newStore returns a Store on srv, closed when t ends.
+func newStore(t testing.TB, srv *redistest.Server, opts Options) *Store {
+	t.Helper()
+	if opts.URL == "" && len(opts.ClusterAddrs) == 0 {
+		opts.URL = srv.URL()
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = testTimeout
+	}
+	s, err := New(opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// adminClient returns a plain client on srv for inspecting and disturbing
+// it, closed when t ends.
+func adminClient(t testing.TB, srv *redistest.Server) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// storeNow returns the Store's clock: Redis's TIME plus the test offset.
+func storeNow(t testing.TB, s *Store) time.Time {
+	t.Helper()
+	if f := s.frozen.Load(); f != 0 {
+		return time.UnixMicro(f)
+	}
+	now, err := s.client.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatalf("TIME: %v", err)
+	}
+	return now.Add(time.Duration(s.offset.Load()) * time.Microsecond)
+}
+
+// advance moves the Store's clock forward by d.
+func advance(s *Store, d time.Duration) {
+	if s.frozen.Load() != 0 {
+		s.frozen.Add(d.Microseconds())
+		return
+	}
+	s.offset.Add(d.Microseconds())
+}
+
+// harness adapts a Store to the contract suite.
+func harness(t *testing.T, s *Store) storetest.Harness {
+	return storetest.Harness{
+		Store:   s,
+		Now:     func() time.Time { return storeNow(t, s) },
+		Advance: func(d time.Duration) { advance(s, d) },
+		TTL: func(key string) (time.Duration, bool) {
+			// PTTL runs on Redis's real clock, not the offset; the suite
+			// reads TTLs only right after a charge, where both agree.
+			d, err := s.client.PTTL(context.Background(), s.RedisKey(key)).Result()
+			if err != nil {
+				t.Fatalf("PTTL: %v", err)
+			}
+			if d < 0 {
+				return 0, false
+			}
+			return d, true
+		},
+		// Redis's clock keeps running during a test.
+		Tolerance: 250 * time.Millisecond,
+	}
+}
+
+func TestContract(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := adminClient(t, srv)
+	storetest.Run(t, func(t *testing.T) storetest.Harness {
+		if err := admin.FlushDB(context.Background()).Err(); err != nil {
+			t.Fatalf("FLUSHDB: %v", err)
+		}
+		return harness(t, newStore(t, srv, Options{}))
+	})
+}
+
+// TestContractHashTag runs the suite with every key behind a hash tag,
+// the Redis Cluster setting.
+func TestContractHashTag(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := adminClient(t, srv)
+	storetest.Run(t, func(t *testing.T) storetest.Harness {
+		if err := admin.FlushDB(context.Background()).Err(); err != nil {
+			t.Fatalf("FLUSHDB: %v", err)
+		}
+		return harness(t, newStore(t, srv, Options{HashTag: "tw"}))
+	})
+
+	s := newStore(t, srv, Options{HashTag: "tw"})
+	c := fixedCounter("tagged", 10, time.Hour)
+	res, err := s.Reserve(context.Background(), accounting.ReserveRequest{ID: "t1", Items: []accounting.ReserveItem{{Counter: c, Amount: 5}}})
+	if err != nil || !res.Admitted {
+		t.Fatalf("reserve: admitted %v, err %v", res.Admitted, err)
+	}
+	err = s.Settle(context.Background(), accounting.SettleRequest{ID: "t1", Items: []accounting.SettleItem{{Counter: c, Reserved: 5, Actual: 3, Mark: res.States[0].Mark}}})
+	if err != nil {
+		t.Fatalf("Settle: %v", err)
+	}
+	keys, err := admin.Keys(context.Background(), "*").Result()
+	if err != nil {
+		t.Fatalf("KEYS: %v", err)
+	}
+	if len(keys) != 2 {
+		t.Errorf("keys: got %q, want a counter and a settled marker", keys)
+	}
+	for _, k := range keys {
+		if !strings.HasPrefix(k, "{tw}"+accounting.KeyPrefix) {
+			t.Errorf("key %q: want prefix %q", k, "{tw}"+accounting.KeyPrefix)
+		}
+	}
+}
+
+func TestNewOptions(t *testing.T) {
+	tests := []struct {
+		name    string
+		opts    Options
+		wantErr string
+	}{
+		{"no address", Options{}, "no URL"},
+		{"bad scheme", Options{URL: "http://localhost:6379"}, "invalid URL scheme"},
+		{"bad database", Options{URL: "redis://localhost:6379/x"}, "invalid database"},
+		{"hash tag with brace", Options{URL: "redis://localhost", HashTag: "a}b"}, "must not contain"},
+		{"sentinel without addresses", Options{SentinelMasterName: "mymaster"}, "without sentinel addresses"},
+		{"sentinel and cluster", Options{SentinelMasterName: "mymaster", SentinelAddrs: []string{"a:1"}, ClusterAddrs: []string{"b:2"}}, "both"},
+		{"cluster without hash tag", Options{ClusterAddrs: []string{"localhost:7000"}}, "needs a hash tag"},
+		{"plain", Options{URL: "redis://localhost:6379/0"}, ""},
+		{"tls and password", Options{URL: "rediss://user:secret@localhost:6380/2", PoolSize: 7, MinIdleConns: 1}, ""},
+		{"sentinel", Options{SentinelMasterName: "mymaster", SentinelAddrs: []string{"localhost:26379"}, URL: "redis://:pw@ignored/1"}, ""},
+		{"cluster", Options{ClusterAddrs: []string{"localhost:7000", "localhost:7001"}, HashTag: "tw", URL: "rediss://:pw@ignored"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := New(tt.opts)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("New: got error %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			defer s.Close()
+			if s.timeout != DefaultTimeout {
+				t.Errorf("timeout: got %v, want %v", s.timeout, DefaultTimeout)
+			}
+		})
+	}
+}
+
+// TestURLSettings checks that what the URL says reaches the connection.
+func TestURLSettings(t *testing.T) {
+	s, err := New(Options{URL: "rediss://user:secret@example.invalid:6380/3", PoolSize: 7, Timeout: time.Second})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer s.Close()
+	o := s.client.(*redis.Client).Options()
+	if o.Addr != "example.invalid:6380" || o.Username != "user" || o.Password != "secret" || o.DB != 3 {
+		t.Errorf("connection: got addr %q user %q password %q db %d, want example.invalid:6380 user secret 3", o.Addr, o.Username, o.Password, o.DB)
+	}
+	if o.TLSConfig == nil || o.TLSConfig.ServerName != "example.invalid" {
+		t.Errorf("TLS: got %+v, want server name example.invalid", o.TLSConfig)
+	}
+	if o.PoolSize != 7 {
+		t.Errorf("pool size: got %d, want 7", o.PoolSize)
+	}
+	// go-redis reads MaxRetries -1 as "no retries" and stores 0.
+	if o.MaxRetries != 0 || !o.ContextTimeoutEnabled || o.ReadTimeout != time.Second || o.PoolTimeout != time.Second {
+		t.Errorf("retries/timeouts: got MaxRetries %d ContextTimeoutEnabled %v ReadTimeout %v PoolTimeout %v, want 0 true 1s 1s",
+			o.MaxRetries, o.ContextTimeoutEnabled, o.ReadTimeout, o.PoolTimeout)
+	}
+}
+
+// TestScriptFlushed shows the EVALSHA fallback: after SCRIPT FLUSH (as
+// after a restart) the next call loads the script again and succeeds.
+func TestScriptFlushed(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, srv, Options{})
+	admin := adminClient(t, srv)
+	c := fixedCounter("flush", 10, time.Hour)
+	for i := range 2 {
+		if err := admin.ScriptFlush(context.Background()).Err(); err != nil {
+			t.Fatalf("SCRIPT FLUSH: %v", err)
+		}
+		res, err := s.Reserve(context.Background(), accounting.ReserveRequest{ID: "r", Items: []accounting.ReserveItem{{Counter: c, Amount: 1}}})
+		if err != nil || !res.Admitted {
+			t.Fatalf("reserve %d after SCRIPT FLUSH: admitted %v, err %v; want admitted", i, res.Admitted, err)
+		}
+	}
+	exists, err := admin.ScriptExists(context.Background(), reserveScript.Hash()).Result()
+	if err != nil || !exists[0] {
+		t.Errorf("reserve script cached after fallback: got %v (err %v), want true", exists, err)
+	}
+}
+
+// TestOutOfRange shows that numbers a Lua double cannot hold exactly are
+// refused rather than rounded.
+func TestOutOfRange(t *testing.T) {
+	s, err := New(Options{URL: "redis://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	big := fixedCounter("big", 1<<60, time.Hour)
+	_, err = s.Reserve(context.Background(), accounting.ReserveRequest{ID: "r", Items: []accounting.ReserveItem{{Counter: big, Amount: 1}}})
+	if err == nil || !strings.Contains(err.Error(), "out of range") {
+		t.Errorf("limit 2^60: got error %v, want out of range", err)
+	}
+	short := accounting.Counter{Key: "k", Algorithm: accounting.SlidingWindow, Limit: 1, Window: time.Microsecond}
+	_, err = s.Reserve(context.Background(), accounting.ReserveRequest{ID: "r", Items: []accounting.ReserveItem{{Counter: short, Amount: 1}}})
+	if err == nil || !strings.Contains(err.Error(), "too short") {
+		t.Errorf("window 1µs: got error %v, want too short", err)
+	}
+	if errors.Is(err, accounting.ErrStoreUnavailable) {
+		t.Errorf("a bad request is not a store failure: %v", err)
+	}
+}
+
+// TestSettledMarker checks the marker that makes settling idempotent: it
+// lives as long as accounting.SettledTTL and a second settle changes
+// nothing.
+func TestSettledMarker(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, srv, Options{})
+	admin := adminClient(t, srv)
+	c := fixedCounter("marker", 100, time.Hour)
+	res, err := s.Reserve(context.Background(), accounting.ReserveRequest{ID: "res-1", Items: []accounting.ReserveItem{{Counter: c, Amount: 50}}})
+	if err != nil || !res.Admitted {
+		t.Fatalf("reserve: admitted %v, err %v", res.Admitted, err)
+	}
+	req := accounting.SettleRequest{ID: "res-1", Items: []accounting.SettleItem{{Counter: c, Reserved: 50, Actual: 20, Mark: res.States[0].Mark}}}
+	for range 3 {
+		if err := s.Settle(context.Background(), req); err != nil {
+			t.Fatalf("Settle: %v", err)
+		}
+	}
+	ttl, err := admin.PTTL(context.Background(), SettledKeyPrefix+"res-1").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl <= accounting.SettledTTL-time.Minute || ttl > accounting.SettledTTL {
+		t.Errorf("marker TTL: got %v, want about %v", ttl, accounting.SettledTTL)
+	}
+	if used := fixedUsed(t, admin, c.Key); used != 20 {
+		t.Errorf("used after three settles: got %d, want 20", used)
+	}
+}
+
+// TestCalendarMonthMatchesGo runs the script's calendar arithmetic at
+// exact instants (the frozen test clock) across three centuries, month
+// edges and leap days, against accounting.FixedWindowAt.
+func TestCalendarMonthMatchesGo(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, srv, Options{})
+	l := accounting.Limit{Name: "month", Algorithm: accounting.FixedWindow, Calendar: accounting.CalendarMonth, Limit: 10}
+	c := l.Counter(nil)
+
+	var instants []time.Time
+	for y := 1971; y <= 2250; y += 7 { // (zero is not a frozen time)
+		for m := time.January; m <= time.December; m++ {
+			start := time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)
+			instants = append(instants, start, start.Add(-time.Microsecond), start.Add(time.Microsecond), start.Add(15*24*time.Hour+7*time.Second))
+		}
+	}
+	for _, y := range []int{2000, 2024, 2100, 2104} { // leap rules: /400, /4, /100
+		instants = append(instants,
+			time.Date(y, time.February, 28, 23, 59, 59, 999999000, time.UTC),
+			time.Date(y, time.February, 29, 12, 0, 0, 0, time.UTC),
+			time.Date(y, time.March, 1, 0, 0, 0, 0, time.UTC))
+	}
+	for _, at := range instants {
+		now := at.UnixMicro()
+		s.frozen.Store(now)
+		res, err := s.Reserve(context.Background(), accounting.ReserveRequest{ID: "m", Items: []accounting.ReserveItem{{Counter: c, Amount: 0}}})
+		if err != nil {
+			t.Fatalf("Reserve at %v: %v", at, err)
+		}
+		idx, end := accounting.FixedWindowAt(&c, now)
+		st := res.States[0]
+		if st.Mark != idx || st.Reset != accounting.Micros(end-now) {
+			t.Errorf("at %v: got window %d reset %v, want %d reset %v", at, st.Mark, st.Reset, idx, accounting.Micros(end-now))
+		}
+	}
+}
+
+func fixedCounter(name string, limit int64, window time.Duration) accounting.Counter {
+	l := accounting.Limit{Name: name, Algorithm: accounting.FixedWindow, Limit: limit, Window: window}
+	return l.Counter(nil)
+}
+
+// fixedUsed reads a fixed window counter's usage straight from Redis.
+func fixedUsed(t testing.TB, admin *redis.Client, key string) int64 {
+	t.Helper()
+	u, err := admin.HGet(context.Background(), key, "u").Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		t.Fatalf("HGET %s u: %v", key, err)
+	}
+	return u
+}
+
+// TestSentinel finds the master through Redis Sentinel.
+func TestSentinel(t *testing.T) {
+	master := redistest.Start(t)
+	sentinel := redistest.StartSentinel(t, "tw-master", master.Addr())
+	s, err := New(Options{SentinelMasterName: "tw-master", SentinelAddrs: []string{sentinel.Addr()}, Timeout: testTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := fixedCounter("via-sentinel", 10, time.Hour)
+	res, err := s.Reserve(context.Background(), accounting.ReserveRequest{ID: "s", Items: []accounting.ReserveItem{{Counter: c, Amount: 3}}})
+	if err != nil || !res.Admitted {
+		t.Fatalf("Reserve through Sentinel: admitted %v, err %v", res.Admitted, err)
+	}
+	if used := fixedUsed(t, adminClient(t, master), c.Key); used != 3 {
+		t.Errorf("used on the master: got %d, want 3", used)
+	}
+}

@@ -1,0 +1,2 @@
+// Package tokenizer estimates token counts.
+package tokenizer
