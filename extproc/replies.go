@@ -44,14 +44,23 @@ func formatAmount(d accounting.Dimension, v int64) string {
 }
 
 // headerNames are the x-ratelimit-* header names per dimension, built
-// once rather than concatenated on every response.
-var headerNames = func() (n [3][3]string) {
-	for d := range n {
-		name := accounting.Dimension(d).String()
-		n[d] = [3]string{"x-ratelimit-limit-" + name, "x-ratelimit-remaining-" + name, "x-ratelimit-reset-" + name}
-	}
-	return n
-}()
+// once rather than concatenated on every response; rateLimitHeaderNames
+// lists all of them. Neither is ever modified.
+var (
+	headerNames = func() (n [3][3]string) {
+		for d := range n {
+			name := accounting.Dimension(d).String()
+			n[d] = [3]string{"x-ratelimit-limit-" + name, "x-ratelimit-remaining-" + name, "x-ratelimit-reset-" + name}
+		}
+		return n
+	}()
+	rateLimitHeaderNames = func() (all []string) {
+		for _, n := range headerNames {
+			all = append(all, n[:]...)
+		}
+		return all
+	}()
+)
 
 // formatReset renders a reset time the way OpenAI does: a Go duration,
 // at millisecond precision ("120ms", "6m0s").

@@ -133,6 +133,34 @@ func TestClientGoneBeforeResponse(t *testing.T) {
 	}
 }
 
+func TestProviderRateLimitHeadersAreRemoved(t *testing.T) {
+	// Only a tokens limit applies: the provider's requests figures must
+	// not reach the client either.
+	r := newRig(t, []accounting.Limit{tokensLimit("tenant-tokens", 100000, "tenant")})
+	resp := r.envoy.Do(t.Context(), chatRequest("a", fixture(t, "openai/chat_request.json")),
+		jsonUpstream(200, fixture(t, "openai/chat_response.json"),
+			[2]string{"x-ratelimit-limit-requests", "10000"}, [2]string{"x-ratelimit-remaining-requests", "9999"},
+			[2]string{"x-ratelimit-reset-requests", "6ms"}, [2]string{"x-ratelimit-remaining-tokens", "29999"}))
+	wantStatus(t, resp, 200)
+	for _, h := range []string{"x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"} {
+		if v := resp.Header.Values(h); len(v) != 0 {
+			t.Errorf("%s: got the provider's %q, want none", h, v)
+		}
+	}
+	wantHeader(t, resp.Header, "x-ratelimit-limit-tokens", "100000")
+}
+
+func TestCutRequestKeepsItsEstimateInMetadata(t *testing.T) {
+	r := newRig(t, []accounting.Limit{tokensLimit("tenant-tokens", 100000, "tenant")})
+	resp := r.envoy.Do(t.Context(), chatRequest("a", fixture(t, "openai/chat_request.json")), func(*envoytest.UpstreamRequest) envoytest.UpstreamResponse {
+		return envoytest.UpstreamResponse{CutBeforeHeaders: true}
+	})
+	md := resp.Metadata[extproc.MetadataNamespace]
+	if md["decision"] != "admitted" || md["reservation"] == nil || md["estimate_tokens"] == nil || md["model"] != "gpt-4o-mini" {
+		t.Errorf("metadata of an admitted request that never completed: got %v", md)
+	}
+}
+
 func TestUpstreamErrorRefundsTokens(t *testing.T) {
 	for _, status := range []int{400, 429, 500, 503} {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {

@@ -199,9 +199,13 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingRespo
 	st.s.m.tokens.WithLabelValues(st.api.Name(), "estimated").Add(float64(est.Total()))
 
 	br := &extprocv3.BodyResponse{}
-	// Dynamic metadata is written once, at settlement: the access log
-	// reads it when the request ends.
-	resp := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: br}}
+	// The estimate goes in the metadata now, so that a request that never
+	// completes is still logged with it; Envoy merges the actual figures
+	// written at settlement into the same namespace.
+	resp := &extprocv3.ProcessingResponse{
+		Response:        &extprocv3.ProcessingResponse_RequestBody{RequestBody: br},
+		DynamicMetadata: st.metadata(map[string]*structpb.Value{"decision": structpb.NewStringValue("admitted")}),
+	}
 	edited, err := st.api.Inject(body, &st.req, llm.InjectOptions{OutputCap: o.InjectOutputCap, StreamUsage: o.InjectStreamUsage})
 	if err != nil {
 		// The body parsed, so an edit cannot fail; if it does, forward
@@ -227,9 +231,13 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 	if st.res == nil {
 		return resp
 	}
-	if set := rateLimitHeaders(&st.res.Dims, nil); len(set) > 0 {
-		hr.Response = &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: set}}
-	}
+	// The provider's x-ratelimit-* figures describe its whole account,
+	// not this caller: remove all of them, then set the caller's (Envoy
+	// applies removals first).
+	hr.Response = &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
+		RemoveHeaders: rateLimitHeaderNames,
+		SetHeaders:    rateLimitHeaders(&st.res.Dims, nil),
+	}}
 	if st.api != nil && st.ok() {
 		ct, _ := headerValue(h, "content-type")
 		if enc, _ := headerValue(h, "content-encoding"); enc != "" && enc != "identity" {
@@ -319,7 +327,6 @@ func (st *stream) settle(complete bool) *structpb.Struct {
 		"actual_output_tokens": structpb.NewNumberValue(float64(usage.OutputTokens)),
 		"actual_tokens":        structpb.NewNumberValue(float64(usage.Total())),
 		"settled_on":           structpb.NewStringValue(basis),
-		"decision":             structpb.NewStringValue("admitted"),
 	})
 }
 
