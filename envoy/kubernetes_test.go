@@ -146,11 +146,31 @@ func TestKubernetesManifests(t *testing.T) {
 	})
 
 	t.Run("probes", func(t *testing.T) {
-		for probe, want := range map[string]string{"livenessProbe": "/healthz", "readinessProbe": "/readyz"} {
-			got := path(t, c, probe, "httpGet").(map[string]any)
-			if got["path"] != want || got["port"] != "admin" {
-				t.Errorf("%s: got %v, want path %s on port admin", probe, got, want)
-			}
+		live := path(t, c, "livenessProbe", "httpGet").(map[string]any)
+		if live["path"] != "/healthz" || live["port"] != "admin" {
+			t.Errorf("livenessProbe: got %v, want path /healthz on port admin (a Redis outage must not restart pods)", live)
+		}
+		// Readiness must not follow the store: with /readyz, a Redis outage
+		// makes every replica unready at once and Envoy fails every call
+		// closed, even for limits with on_store_error: allow. It asks the
+		// ext_proc port itself, through grpc.health.v1 (which also turns
+		// NOT_SERVING when a drain starts).
+		ready := path(t, c, "readinessProbe").(map[string]any)
+		if hg, ok := ready["httpGet"].(map[string]any); ok && hg["path"] == "/readyz" {
+			t.Errorf("readinessProbe: got httpGet %v, want a probe that does not depend on the store", hg)
+		}
+		grpcProbe, ok := ready["grpc"].(map[string]any)
+		if !ok {
+			t.Fatalf("readinessProbe: got %v, want a grpc probe on the ext_proc port", ready)
+		}
+		// Kubernetes accepts only a number here, not the port's name.
+		if got, want := grpcProbe["port"], ports["grpc"]; got != want {
+			t.Errorf("readinessProbe grpc port: got %v, want %d (containerPort grpc)", got, want)
+		}
+		// "" (or no service) is the overall status tokenwarden sets; another
+		// name would have to be one the server registers.
+		if svc, ok := grpcProbe["service"]; ok && svc != "" && svc != "envoy.service.ext_proc.v3.ExternalProcessor" {
+			t.Errorf("readinessProbe grpc service: got %v, want \"\" or the ExternalProcessor service", svc)
 		}
 	})
 
