@@ -3,6 +3,9 @@ package extproc
 import (
 	"strings"
 
+	"github.com/tokenwarden/tokenwarden/extproc/anthropic"
+	"github.com/tokenwarden/tokenwarden/extproc/bedrock"
+	"github.com/tokenwarden/tokenwarden/extproc/gemini"
 	"github.com/tokenwarden/tokenwarden/extproc/llm"
 	"github.com/tokenwarden/tokenwarden/extproc/openai"
 )
@@ -20,9 +23,18 @@ type route struct {
 	api   llm.API
 }
 
-// routes is the path → API table. It is never modified.
+// routes is the path → API table, tried in order (a longer suffix before
+// a shorter one it ends with). It is never modified.
 var routes = []route{
 	{suffix: "/chat/completions", api: openai.Chat{}},
+	{suffix: "/completions", api: openai.Completions{}},
+	{suffix: "/embeddings", api: openai.Embeddings{}},
+	{suffix: "/responses", api: openai.Responses{}},
+	// Not just "/messages": OpenAI Assistants' /threads/{id}/messages is
+	// not an LLM call.
+	{suffix: "/v1/messages", api: anthropic.Messages{}},
+	{match: gemini.MatchPath, api: gemini.GenerateContent{}},
+	{match: bedrock.MatchPath, api: bedrock.Converse{}},
 }
 
 // lookupAPI returns the API a path belongs to, or nil for a path that is

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/extproc/contentcoding"
 	"github.com/tokenwarden/tokenwarden/extproc/llm"
 )
 
@@ -39,8 +40,14 @@ type stream struct {
 
 	status     int
 	reader     llm.UsageReader
-	unreadable bool // a response encoding the server cannot decode
+	decoder    contentcoding.Decoder // set for a compressed response
+	unreadable bool                  // a response encoding the server cannot decode
 }
+
+// maxDecoded bounds the decompressed bytes read from one response: past
+// it (a decompression bomb, or a response no usage report follows) the
+// server stops decoding and settles on what it has seen.
+const maxDecoded = 256 << 20
 
 func newStream(s *Server, ctx context.Context) *stream {
 	return &stream{s: s, ctx: ctx}
@@ -240,10 +247,19 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 	}}
 	if st.api != nil && st.ok() {
 		ct, _ := headerValue(h, "content-type")
+		reader := st.api.NewUsageReader(&st.req, ct, llm.ReaderOptions{Counter: st.s.opts.Counter, MaxBuffer: st.s.opts.MaxBuffer})
 		if enc, _ := headerValue(h, "content-encoding"); enc != "" && enc != "identity" {
-			st.unreadable = true
+			// Bytes go to the client untouched; the reader sees them
+			// decoded, incrementally.
+			dec, err := contentcoding.NewDecoder(enc, reader.Write, maxDecoded)
+			if err != nil {
+				st.s.log.Warn("response encoding not supported; settling on the estimate", "api", st.api.Name(), "err", err)
+				st.unreadable = true
+			} else {
+				st.reader, st.decoder = reader, dec
+			}
 		} else {
-			st.reader = st.api.NewUsageReader(&st.req, ct, llm.ReaderOptions{Counter: st.s.opts.Counter, MaxBuffer: st.s.opts.MaxBuffer})
+			st.reader = reader
 		}
 	}
 	if h.EndOfStream || st.api == nil {
@@ -256,7 +272,13 @@ func (st *stream) ok() bool { return st.status >= 200 && st.status < 300 }
 
 func (st *stream) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	if st.reader != nil && len(b.Body) > 0 {
-		st.reader.Write(b.Body)
+		if st.decoder != nil {
+			// An error (corrupt data, the size bound) stops decoding; the
+			// settlement then uses what was read before it.
+			_ = st.decoder.Write(b.Body)
+		} else {
+			st.reader.Write(b.Body)
+		}
 	}
 	if !b.EndOfStream {
 		return continueResponseBody
@@ -282,6 +304,11 @@ func (st *stream) finish() {
 // settle books the request's real usage, once. complete says whether the
 // response ended normally. It returns the dynamic metadata to report.
 func (st *stream) settle(complete bool) *structpb.Struct {
+	if st.decoder != nil {
+		// Flush what the decompressor holds back, and release it, on
+		// every path that ends the response.
+		_ = st.decoder.Close()
+	}
 	r := st.res
 	if r == nil || r.Settled() {
 		return nil

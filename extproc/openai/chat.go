@@ -44,17 +44,40 @@ func (Chat) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Requ
 	if err := llm.ValidObject(body); err != nil {
 		return req, err
 	}
-	doc := gjson.Parse(llm.View(body))
-	model := doc.Get("model")
+	// One pass over the top level: each Get would rescan the whole body,
+	// messages included, and a body can be megabytes.
+	var model, msgs, tools, fns, maxCompletion, maxTokens, n, stream, streamOpts gjson.Result
+	gjson.Parse(llm.View(body)).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "model":
+			model = v
+		case "messages":
+			msgs = v
+		case "tools":
+			tools = v
+		case "functions":
+			fns = v
+		case "max_completion_tokens":
+			maxCompletion = v
+		case "max_tokens":
+			maxTokens = v
+		case "n":
+			n = v
+		case "stream":
+			stream = v
+		case "stream_options":
+			streamOpts = v
+		}
+		return true
+	})
 	if model.Type != gjson.String || model.Str == "" {
 		return req, errors.New("model must be a non-empty string")
 	}
 	req.Model = model.Str
-	msgs := doc.Get("messages")
 	if !msgs.IsArray() {
 		return req, errors.New("messages must be an array")
 	}
-	count := func(s string) int64 { return opts.Counter.CountTokens(req.Model, s) }
+	count := func(s string) int64 { return counterOf(opts.Counter).CountTokens(req.Model, s) }
 
 	var in int64
 	var bad error
@@ -85,18 +108,17 @@ func (Chat) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Requ
 	in += replyPriming
 	// Tool schemas are rendered into the prompt; their JSON is a fair,
 	// slightly high, stand-in for OpenAI's hidden formatting.
-	if tools := doc.Get("tools"); tools.IsArray() {
+	if tools.IsArray() {
 		in += count(tools.Raw)
 	}
-	if fns := doc.Get("functions"); fns.IsArray() {
+	if fns.IsArray() {
 		in += count(fns.Raw)
 	}
 	req.InputTokens = in
 
-	res := doc.Get("max_completion_tokens")
-	field := "max_completion_tokens"
+	res, field := maxCompletion, "max_completion_tokens"
 	if !res.Exists() || res.Type == gjson.Null {
-		res, field = doc.Get("max_tokens"), "max_tokens"
+		res, field = maxTokens, "max_tokens"
 	}
 	capValue, given, err := llm.PositiveInt(res, field, llm.MaxOutputCap)
 	if err != nil {
@@ -106,20 +128,19 @@ func (Chat) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Requ
 	if !given {
 		req.OutputCap = opts.DefaultOutputCap
 	}
-	n, given, err := llm.PositiveInt(doc.Get("n"), "n", maxChoices)
+	choices, given, err := llm.PositiveInt(n, "n", maxChoices)
 	if err != nil {
 		return req, err
 	}
 	req.Choices = 1
 	if given {
-		req.Choices = n
+		req.Choices = choices
 	}
-	stream := doc.Get("stream")
 	if stream.Type != gjson.Null && !stream.IsBool() {
 		return req, errors.New("stream must be a boolean")
 	}
 	req.Stream = stream.Bool()
-	req.StreamUsage = doc.Get("stream_options.include_usage").Bool()
+	req.StreamUsage = streamOpts.Get("include_usage").Bool()
 	return req, nil
 }
 

@@ -1,0 +1,108 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/tokenwarden/tokenwarden/extproc/llm"
+)
+
+func TestInject(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		opts llm.InjectOptions
+		want string // max_tokens after the edit; "" for no edit
+	}{
+		{"absent", `{"model":"m","messages":[]}`, llm.InjectOptions{OutputCap: true}, "4096"},
+		{"absent with thinking", `{"model":"m","messages":[],"thinking":{"type":"enabled","budget_tokens":10000}}`, llm.InjectOptions{OutputCap: true}, "14096"},
+		{"given", `{"model":"m","max_tokens":5,"messages":[]}`, llm.InjectOptions{OutputCap: true}, ""},
+		{"not asked", `{"model":"m","messages":[]}`, llm.InjectOptions{StreamUsage: true}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := Messages{}.ParseRequest("/v1/messages", []byte(tc.body), parseOpts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := Messages{}.Inject([]byte(tc.body), &req, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := gjson.GetBytes(out, "max_tokens").Raw; got != tc.want {
+				t.Errorf("got max_tokens %q, want %q (body %s)", got, tc.want, out)
+			}
+		})
+	}
+}
+
+func TestRenderError(t *testing.T) {
+	tests := []struct {
+		kind llm.ErrorKind
+		want string
+	}{
+		{llm.RateLimited, "rate_limit_error"},
+		{llm.Unavailable, "api_error"},
+		{llm.Unauthenticated, "authentication_error"},
+		{llm.InvalidRequest, "invalid_request_error"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.want, func(t *testing.T) {
+			reply := Messages{}.RenderError(llm.Error{Kind: tc.kind, Message: "why"})
+			var got struct {
+				Type  string
+				Error struct{ Type, Message string }
+			}
+			if err := json.Unmarshal(reply.Body, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Type != "error" || got.Error.Type != tc.want || got.Error.Message != "why" {
+				t.Errorf("got %s, want type %q", reply.Body, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseRequestErrors(t *testing.T) {
+	tests := []struct{ name, body string }{
+		{"not json", `{"model":`},
+		{"array", `[]`},
+		{"no model", `{"messages":[]}`},
+		{"messages not array", `{"model":"m","messages":{}}`},
+		{"message not object", `{"model":"m","messages":["hi"]}`},
+		{"system number", `{"model":"m","system":3,"messages":[]}`},
+		{"zero cap", `{"model":"m","max_tokens":0,"messages":[]}`},
+		{"stream string", `{"model":"m","stream":"yes","messages":[]}`},
+		{"bad budget", `{"model":"m","messages":[],"thinking":{"type":"enabled","budget_tokens":-1}}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := (Messages{}).ParseRequest("/v1/messages", []byte(tc.body), parseOpts); err == nil {
+				t.Errorf("got no error for %s", tc.body)
+			}
+		})
+	}
+}
+
+// TestUsageFieldsSplitRemainder: a cache_creation total above its
+// breakdown is charged, at the 5-minute rate.
+func TestUsageFieldsSplitRemainder(t *testing.T) {
+	var f UsageFields
+	f.Apply(gjson.Parse(`{"input_tokens":1,"cache_creation_input_tokens":50,"cache_creation":{"ephemeral_5m_input_tokens":10,"ephemeral_1h_input_tokens":30}}`))
+	u := f.Usage()
+	if u.CacheWriteTokens != 20 || u.CacheWrite1hTokens != 30 || u.InputTokens != 51 {
+		t.Errorf("got %+v, want 20 5m writes, 30 1h writes, 51 input", u)
+	}
+}
+
+func TestStreamErrored(t *testing.T) {
+	for file, want := range map[string]bool{"messages_stream_overloaded.sse": true, "messages_stream.sse": false} {
+		r := NewStreamReader("m", readerOpts())
+		r.Write(readFixture(t, file))
+		if r.Errored() != want {
+			t.Errorf("%s: got errored %v, want %v", file, r.Errored(), want)
+		}
+	}
+}

@@ -1,0 +1,194 @@
+package anthropic
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/tokenwarden/tokenwarden/extproc/llm"
+)
+
+// Estimation constants. Anthropic's tokenizer is not public; these keep
+// the estimate on the high side.
+const (
+	// tokensPerMessage wraps each message (role markers).
+	tokensPerMessage = 3
+	// toolSystemPrompt is the system prompt Anthropic adds when tools are
+	// offered (documented as 313–346 tokens, depending on tool_choice).
+	toolSystemPrompt = 346
+	// imageTokens is the most one image costs: images are scaled to about
+	// 1.15 megapixels, at 750 pixels per token.
+	imageTokens = 1600
+	// pdfBytesPerToken charges a base64 PDF by its decoded size. Each page
+	// costs its text (1,500–3,000 tokens) plus an image of the page, and
+	// text PDFs run at tens of KiB per page; counting the base64 as text
+	// (4 characters a token) would overcharge several-fold.
+	pdfBytesPerToken = 10
+)
+
+// Messages is the /v1/messages API.
+type Messages struct{}
+
+var _ llm.API = Messages{}
+
+// Name implements llm.API.
+func (Messages) Name() string { return "anthropic.messages" }
+
+// ParseRequest implements llm.API. max_tokens is required by Anthropic;
+// a request without it is estimated at the default cap (plus the thinking
+// budget, which max_tokens must exceed) so that injecting the cap makes it
+// valid.
+func (Messages) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
+	var req llm.Request
+	if err := llm.ValidObject(body); err != nil {
+		return req, err
+	}
+	f := topFields(gjson.Parse(llm.View(body)), "model", "system", "messages", "tools", "max_tokens", "thinking", "stream")
+	model, system, msgs, tools, maxTokens, thinking, stream := f[0], f[1], f[2], f[3], f[4], f[5], f[6]
+	if model.Type != gjson.String || model.Str == "" {
+		return req, errors.New("model must be a non-empty string")
+	}
+	req.Model = model.Str
+	count := func(s string) int64 { return counterOf(opts.Counter).CountTokens(req.Model, s) }
+
+	var in int64
+	switch sys := system; {
+	case sys.Type == gjson.String:
+		in += tokensPerMessage + count(sys.Str)
+	case sys.IsArray():
+		in += tokensPerMessage + blocksTokens(sys, count)
+	case sys.Exists() && sys.Type != gjson.Null:
+		return req, errors.New("system must be a string or an array of blocks")
+	}
+	if !msgs.IsArray() {
+		return req, errors.New("messages must be an array")
+	}
+	var bad error
+	msgs.ForEach(func(_, m gjson.Result) bool {
+		if !m.IsObject() {
+			bad = errors.New("each message must be an object")
+			return false
+		}
+		in += tokensPerMessage + contentTokens(m.Get("content"), count)
+		return true
+	})
+	if bad != nil {
+		return req, bad
+	}
+	if tools.IsArray() && len(tools.Raw) > 2 {
+		in += toolSystemPrompt + count(tools.Raw)
+	}
+	req.InputTokens = in
+
+	capValue, given, err := llm.PositiveInt(maxTokens, "max_tokens", llm.MaxOutputCap)
+	if err != nil {
+		return req, err
+	}
+	req.OutputCap, req.CapGiven = capValue, given
+	if !given {
+		req.OutputCap = opts.DefaultOutputCap
+		if t := thinking; t.Get("type").Str == "enabled" {
+			budget, ok, err := llm.PositiveInt(t.Get("budget_tokens"), "thinking.budget_tokens", llm.MaxOutputCap)
+			if err != nil {
+				return req, err
+			}
+			if ok {
+				// max_tokens must exceed the budget; the default then
+				// covers the answer after the thinking.
+				req.OutputCap = min(req.OutputCap+budget, llm.MaxOutputCap)
+			}
+		}
+	}
+	req.Choices = 1
+	if stream.Type != gjson.Null && !stream.IsBool() {
+		return req, errors.New("stream must be a boolean")
+	}
+	req.Stream = stream.Bool()
+	// Anthropic always reports usage, streamed or not.
+	req.StreamUsage = true
+	return req, nil
+}
+
+// contentTokens counts a message's content: a string or an array of blocks.
+func contentTokens(v gjson.Result, count func(string) int64) int64 {
+	switch {
+	case v.Type == gjson.String:
+		return count(v.Str)
+	case v.IsArray():
+		return blocksTokens(v, count)
+	case v.Type == gjson.Null || !v.Exists():
+		return 0
+	}
+	return count(v.Raw)
+}
+
+// blocksTokens counts an array of content blocks.
+func blocksTokens(blocks gjson.Result, count func(string) int64) int64 {
+	var n int64
+	blocks.ForEach(func(_, b gjson.Result) bool {
+		n += blockTokens(b, count)
+		return true
+	})
+	return n
+}
+
+// blockTokens counts one content block by its type.
+func blockTokens(b gjson.Result, count func(string) int64) int64 {
+	switch b.Get("type").Str {
+	case "text":
+		return count(b.Get("text").Str)
+	case "image":
+		return imageTokens
+	case "document":
+		return documentTokens(b, count)
+	case "tool_use", "server_tool_use":
+		return count(b.Get("name").Str) + count(b.Get("input").Raw)
+	case "tool_result":
+		return contentTokens(b.Get("content"), count)
+	case "thinking":
+		return count(b.Get("thinking").Str)
+	case "redacted_thinking":
+		return count(b.Get("data").Str)
+	}
+	// Blocks not known yet: their JSON is a high, never free, stand-in.
+	return count(b.Raw)
+}
+
+// documentTokens counts a document block: plain text and custom content
+// as text, a base64 PDF by its size (see pdfBytesPerToken), a PDF by URL
+// or file id at one image (it cannot be sized without fetching it).
+func documentTokens(b gjson.Result, count func(string) int64) int64 {
+	src := b.Get("source")
+	var n int64
+	if t := b.Get("title"); t.Type == gjson.String {
+		n += count(t.Str)
+	}
+	if c := b.Get("context"); c.Type == gjson.String {
+		n += count(c.Str)
+	}
+	switch src.Get("type").Str {
+	case "text":
+		return n + count(src.Get("data").Str)
+	case "content":
+		return n + contentTokens(src.Get("content"), count)
+	case "base64":
+		decoded := int64(len(src.Get("data").Str)) * 3 / 4
+		return n + max(decoded/pdfBytesPerToken, imageTokens)
+	}
+	return n + imageTokens
+}
+
+// Inject implements llm.API: it adds max_tokens when absent (Anthropic
+// would reject the request without it anyway).
+func (Messages) Inject(body []byte, req *llm.Request, opts llm.InjectOptions) ([]byte, error) {
+	if !opts.OutputCap || req.CapGiven {
+		return nil, nil
+	}
+	out, err := sjson.SetBytes(body, "max_tokens", req.OutputCap)
+	if err != nil {
+		return nil, fmt.Errorf("editing request body: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,97 @@
+package bedrock
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/tokenwarden/tokenwarden/extproc/llm"
+)
+
+func TestModelFromPath(t *testing.T) {
+	tests := []struct {
+		path   string
+		model  string
+		stream bool
+		ok     bool
+	}{
+		{"/model/anthropic.claude-3-5-sonnet-20240620-v1:0/converse", "anthropic.claude-3-5-sonnet-20240620-v1:0", false, true},
+		{"/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream", "anthropic.claude-3-5-sonnet-20240620-v1:0", true, true},
+		{"/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Ainference-profile%2Fus.amazon.nova-pro-v1%3A0/converse?x=1",
+			"arn:aws:bedrock:us-east-1:1:inference-profile/us.amazon.nova-pro-v1:0", false, true},
+		{"/bedrock/model/amazon.nova-lite-v1:0/converse/", "amazon.nova-lite-v1:0", false, true},
+		{"/model/amazon.nova-lite-v1:0/invoke", "", false, false},
+		{"/model//converse", "", false, false},
+		{"/model/a/b/converse", "", false, false},
+		{"/model/%zz/converse", "", false, false},
+		{"/converse", "", false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.path, func(t *testing.T) {
+			model, stream, ok := ModelFromPath(tc.path)
+			if model != tc.model || stream != tc.stream || ok != tc.ok || MatchPath(tc.path) != tc.ok {
+				t.Errorf("got %q %v %v, want %q %v %v", model, stream, ok, tc.model, tc.stream, tc.ok)
+			}
+		})
+	}
+}
+
+func TestInject(t *testing.T) {
+	body := `{"messages":[],"inferenceConfig":{"temperature":0.5}}`
+	req, err := Converse{}.ParseRequest("/model/m/converse", []byte(body), parseOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Converse{}.Inject([]byte(body), &req, llm.InjectOptions{OutputCap: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := gjson.GetBytes(out, "inferenceConfig.maxTokens").Int(); got != 4096 {
+		t.Errorf("got maxTokens %d, want 4096 (body %s)", got, out)
+	}
+	if got := gjson.GetBytes(out, "inferenceConfig.temperature").Float(); got != 0.5 {
+		t.Errorf("lost temperature: %s", out)
+	}
+	req.CapGiven = true
+	if out, _ := (Converse{}).Inject([]byte(body), &req, llm.InjectOptions{OutputCap: true}); out != nil {
+		t.Errorf("got edit %s with the cap given, want none", out)
+	}
+}
+
+func TestRenderError(t *testing.T) {
+	tests := []struct {
+		kind llm.ErrorKind
+		want string
+	}{
+		{llm.RateLimited, "ThrottlingException"},
+		{llm.Unavailable, "ServiceUnavailableException"},
+		{llm.Unauthenticated, "AccessDeniedException"},
+		{llm.InvalidRequest, "ValidationException"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.want, func(t *testing.T) {
+			reply := Converse{}.RenderError(llm.Error{Kind: tc.kind, Message: "why"})
+			var got struct{ Message string }
+			if err := json.Unmarshal(reply.Body, &got); err != nil || got.Message != "why" {
+				t.Errorf("got body %s (%v), want {\"message\":\"why\"}", reply.Body, err)
+			}
+			if len(reply.Headers) != 1 || reply.Headers[0] != [2]string{"x-amzn-errortype", tc.want} {
+				t.Errorf("got headers %v, want x-amzn-errortype: %s", reply.Headers, tc.want)
+			}
+		})
+	}
+}
+
+func TestStreamReaderReportsErrors(t *testing.T) {
+	r := NewStreamReader("m", readerOpts())
+	r.Write(readFixture(t, "converse_stream_throttled.eventstream"))
+	if !r.Errored() || r.Err() != nil {
+		t.Errorf("got errored %v err %v, want an exception and no framing error", r.Errored(), r.Err())
+	}
+	r = NewStreamReader("m", readerOpts())
+	r.Write(readFixture(t, "converse_stream_bad_crc.eventstream"))
+	if r.Err() == nil {
+		t.Error("got no framing error for a corrupt frame")
+	}
+}

@@ -1,0 +1,165 @@
+package bedrock
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/tokenwarden/tokenwarden/extproc/llm"
+)
+
+// Estimation constants; Bedrock serves many model families, so these keep
+// to the high side of the ones it documents.
+const (
+	tokensPerMessage = 3
+	// imageTokens is the most one image costs on Claude (about 1.15
+	// megapixels at 750 pixels per token); Nova's images cost less.
+	imageTokens = 1600
+	// docBytesPerToken charges an inline document by decoded size (see
+	// the anthropic package's PDF rate).
+	docBytesPerToken = 10
+	// anthropicToolPrompt is the system prompt Claude adds when tools are
+	// offered.
+	anthropicToolPrompt = 346
+)
+
+// Converse is the Converse and ConverseStream API.
+type Converse struct{}
+
+var _ llm.API = Converse{}
+
+// Name implements llm.API.
+func (Converse) Name() string { return "bedrock.converse" }
+
+// ParseRequest implements llm.API. The model and streaming come from the
+// path.
+func (Converse) ParseRequest(path string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
+	var req llm.Request
+	model, stream, ok := ModelFromPath(path)
+	if !ok {
+		return req, fmt.Errorf("path does not name a model: %.64q", path)
+	}
+	req.Model, req.Stream, req.StreamUsage, req.Choices = model, stream, true, 1
+	if err := llm.ValidObject(body); err != nil {
+		return req, err
+	}
+	f := topFields(gjson.Parse(llm.View(body)), "messages", "system", "toolConfig", "promptVariables",
+		"inferenceConfig", "additionalModelRequestFields")
+	msgs, system, toolConfig, promptVars, inference, additional := f[0], f[1], f[2], f[3], f[4], f[5]
+	count := func(s string) int64 { return counterOf(opts.Counter).CountTokens(req.Model, s) }
+
+	var in int64
+	if msgs.Exists() && !msgs.IsArray() {
+		return req, errors.New("messages must be an array")
+	}
+	var bad error
+	msgs.ForEach(func(_, m gjson.Result) bool {
+		if !m.IsObject() {
+			bad = errors.New("each message must be an object")
+			return false
+		}
+		in += tokensPerMessage + blocksTokens(m.Get("content"), count)
+		return true
+	})
+	if bad != nil {
+		return req, bad
+	}
+	if system.IsArray() {
+		in += tokensPerMessage + blocksTokens(system, count)
+	}
+	if tools := toolConfig.Get("tools"); tools.IsArray() && len(tools.Raw) > 2 {
+		in += count(tools.Raw)
+		if strings.Contains(req.Model, "anthropic") {
+			in += anthropicToolPrompt
+		}
+	}
+	req.InputTokens = in
+	if promptVars.IsObject() {
+		req.Notes = "promptVariables: the managed prompt's own text is billed as input but not counted"
+	}
+
+	var err error
+	req.OutputCap, req.CapGiven, err = llm.PositiveInt(inference.Get("maxTokens"), "inferenceConfig.maxTokens", llm.MaxOutputCap)
+	if err != nil {
+		return req, err
+	}
+	if !req.CapGiven {
+		req.OutputCap = opts.DefaultOutputCap
+		// Claude's extended thinking, passed through: maxTokens must
+		// exceed the budget, and the default then covers the answer.
+		t := additional.Get("thinking")
+		if t.Get("type").Str == "enabled" {
+			budget, ok, err := llm.PositiveInt(t.Get("budget_tokens"), "thinking.budget_tokens", llm.MaxOutputCap)
+			if err != nil {
+				return req, err
+			}
+			if ok {
+				req.OutputCap = min(req.OutputCap+budget, llm.MaxOutputCap)
+			}
+		}
+	}
+	return req, nil
+}
+
+// blocksTokens counts an array of ContentBlocks (or SystemContentBlocks).
+// Each block is a union: an object with one member naming its kind.
+func blocksTokens(blocks gjson.Result, count func(string) int64) int64 {
+	var n int64
+	blocks.ForEach(func(_, b gjson.Result) bool {
+		b.ForEach(func(k, v gjson.Result) bool {
+			n += blockTokens(k.Str, v, count)
+			return true
+		})
+		return true
+	})
+	return n
+}
+
+func blockTokens(kind string, v gjson.Result, count func(string) int64) int64 {
+	switch kind {
+	case "text":
+		return count(v.Str)
+	case "image", "video":
+		return imageTokens
+	case "document":
+		src := v.Get("source")
+		if t := src.Get("text"); t.Type == gjson.String {
+			return count(t.Str)
+		}
+		if c := src.Get("content"); c.IsArray() {
+			return blocksTokens(c, count)
+		}
+		decoded := int64(len(src.Get("bytes").Str)) * 3 / 4
+		return max(decoded/docBytesPerToken, imageTokens)
+	case "toolUse":
+		return count(v.Get("name").Str) + count(v.Get("input").Raw)
+	case "toolResult":
+		return blocksTokens(v.Get("content"), count)
+	case "json":
+		return count(v.Raw)
+	case "reasoningContent":
+		return count(v.Get("reasoningText.text").Str)
+	case "guardContent":
+		return count(v.Get("text.text").Str)
+	case "cachePoint":
+		return 0
+	}
+	// Blocks not known yet: their JSON, high but never free.
+	return count(v.Raw)
+}
+
+// Inject implements llm.API: it sets inferenceConfig.maxTokens when
+// absent.
+func (Converse) Inject(body []byte, req *llm.Request, opts llm.InjectOptions) ([]byte, error) {
+	if !opts.OutputCap || req.CapGiven {
+		return nil, nil
+	}
+	out, err := sjson.SetBytes(body, "inferenceConfig.maxTokens", req.OutputCap)
+	if err != nil {
+		return nil, fmt.Errorf("editing request body: %w", err)
+	}
+	return out, nil
+}

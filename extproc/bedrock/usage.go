@@ -1,0 +1,42 @@
+package bedrock
+
+import (
+	"github.com/tidwall/gjson"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+)
+
+// ParseUsage maps a Converse TokenUsage object onto accounting.Usage.
+// inputTokens excludes cache reads and writes, so they are added to it.
+func ParseUsage(u gjson.Result) (accounting.Usage, bool) {
+	if !u.IsObject() {
+		return accounting.Usage{}, false
+	}
+	var in, out, read, write int64
+	ok := false
+	u.ForEach(func(k, v gjson.Result) bool {
+		var dst *int64
+		switch k.Str {
+		case "inputTokens":
+			dst, ok = &in, true
+		case "outputTokens":
+			dst, ok = &out, true
+		case "cacheReadInputTokens":
+			dst = &read
+		case "cacheWriteInputTokens":
+			dst = &write
+		default:
+			return true
+		}
+		if v.Type == gjson.Number {
+			*dst = max(v.Int(), 0)
+		}
+		return true
+	})
+	return accounting.Usage{
+		InputTokens:       in + read + write,
+		CachedInputTokens: read,
+		CacheWriteTokens:  write,
+		OutputTokens:      out,
+	}, ok
+}

@@ -1,0 +1,218 @@
+package gemini
+
+import "bytes"
+
+// maxCapture bounds a captured usageMetadata object. Real ones are a few
+// hundred bytes (a modality breakdown at most); a larger one is skipped.
+const maxCapture = 64 << 10
+
+// keyKind is a key the scanner acts on.
+type keyKind uint8
+
+const (
+	keyOther  keyKind = iota
+	keyUsage          // usageMetadata: capture the object that follows
+	keyText           // text: count the string that follows as output
+	keyFinish         // finishReason: the response is complete
+)
+
+// maxKey is the longest key the scanner needs to recognise.
+const maxKey = len("usage_metadata")
+
+// Scanner follows a JSON body incrementally: a single GenerateContentResponse
+// object or the array of them that streamGenerateContent sends without
+// alt=sse. It validates nothing and keeps no more than one usageMetadata
+// object: it tracks nesting and strings byte by byte, hands each complete
+// usageMetadata object of a top-level response (at depth 1, or depth 2
+// inside the top-level array) to OnUsage, the contents of every "text" string
+// to OnText in pieces (escapes lose their backslash and are not otherwise
+// decoded) followed by OnTextEnd,
+// and reports "finishReason" keys to OnFinish.
+// Malformed input cannot make it fail or grow; it just stops finding
+// things.
+type Scanner struct {
+	OnUsage   func(obj []byte)
+	OnText    func(piece []byte)
+	OnTextEnd func()
+	OnFinish  func()
+
+	depth  int
+	arrays uint64 // bit d-1 set: the container at depth d (≤ 64) is an array
+
+	inStr  bool
+	esc    bool
+	strKey bool // the current string is an object key
+	text   bool // the current string is a "text" value
+	keyBuf [maxKey]byte
+	keyLen int // > maxKey once the key is too long to be one we want
+
+	expectKey bool    // a string here would be a key
+	lastKey   keyKind // the key whose ':' may come next
+	colonKey  keyKind // the key whose value comes next (set at ':')
+
+	capDepth int // > 0: capturing the object opened at this depth
+	capBuf   []byte
+	capOver  bool
+}
+
+func (s *Scanner) isArray(d int) bool {
+	return d >= 1 && d <= 64 && s.arrays>>(d-1)&1 == 1
+}
+
+func (s *Scanner) push(array bool) {
+	s.depth++
+	if s.depth <= 64 {
+		bit := uint64(1) << (s.depth - 1)
+		if array {
+			s.arrays |= bit
+		} else {
+			s.arrays &^= bit
+		}
+	}
+}
+
+// responseLevel reports whether an object key at the current depth
+// belongs to a top-level response: the body itself, or an element of the
+// top-level array.
+func (s *Scanner) responseLevel() bool {
+	return s.depth == 1 && !s.isArray(1) || s.depth == 2 && s.isArray(1) && !s.isArray(2)
+}
+
+// Write feeds the next bytes of the body.
+func (s *Scanner) Write(p []byte) {
+	for i := 0; i < len(p); {
+		if s.inStr {
+			i = s.str(p, i)
+			continue
+		}
+		c := p[i]
+		if s.capDepth > 0 {
+			s.capture(p[i : i+1])
+		}
+		i++
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		case '"':
+			s.inStr, s.keyLen = true, 0
+			s.strKey = s.expectKey
+			s.text = !s.strKey && s.colonKey == keyText
+			s.expectKey, s.colonKey = false, keyOther
+		case ':':
+			s.colonKey, s.lastKey = s.lastKey, keyOther
+			if s.colonKey == keyFinish && s.OnFinish != nil {
+				s.OnFinish()
+			}
+		case ',':
+			s.expectKey = !s.isArray(s.depth)
+			s.colonKey, s.lastKey = keyOther, keyOther
+		case '{':
+			if s.colonKey == keyUsage && s.capDepth == 0 && s.responseLevel() {
+				s.capDepth, s.capOver = s.depth+1, false
+				s.capBuf = append(s.capBuf[:0], '{')
+			}
+			s.push(false)
+			s.expectKey, s.colonKey, s.lastKey = true, keyOther, keyOther
+		case '[':
+			s.push(true)
+			s.expectKey, s.colonKey, s.lastKey = false, keyOther, keyOther
+		case '}', ']':
+			if s.depth > 0 {
+				if s.capDepth == s.depth {
+					s.capDepth = 0
+					if !s.capOver && s.OnUsage != nil {
+						s.OnUsage(s.capBuf)
+					}
+				}
+				s.depth--
+			}
+			s.expectKey, s.colonKey, s.lastKey = false, keyOther, keyOther
+		default:
+			// A number or literal: the value after a key is consumed.
+			s.colonKey, s.lastKey = keyOther, keyOther
+		}
+	}
+}
+
+// str consumes string bytes from p[i:] and returns where it stopped: after
+// the closing quote, or at the end of p.
+func (s *Scanner) str(p []byte, i int) int {
+	if s.esc {
+		s.esc = false
+		s.strByte(p[i : i+1])
+		return i + 1
+	}
+	j := bytes.IndexAny(p[i:], "\"\\")
+	if j < 0 {
+		s.strByte(p[i:])
+		return len(p)
+	}
+	s.strByte(p[i : i+j])
+	c := p[i+j]
+	if s.capDepth > 0 {
+		s.capture(p[i+j : i+j+1])
+	}
+	if c == '\\' {
+		s.esc = true
+		if s.strKey {
+			s.keyLen = maxKey + 1 // no key we want has an escape
+		}
+		return i + j + 1
+	}
+	s.inStr = false
+	if s.strKey {
+		s.lastKey = s.matchKey()
+	}
+	if s.text && s.OnTextEnd != nil {
+		s.OnTextEnd()
+	}
+	s.text = false
+	return i + j + 1
+}
+
+// strByte handles a run of string content.
+func (s *Scanner) strByte(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	if s.capDepth > 0 {
+		s.capture(b)
+	}
+	switch {
+	case s.strKey:
+		if s.keyLen+len(b) <= maxKey {
+			copy(s.keyBuf[s.keyLen:], b)
+			s.keyLen += len(b)
+		} else {
+			s.keyLen = maxKey + 1
+		}
+	case s.text && s.OnText != nil:
+		s.OnText(b)
+	}
+}
+
+func (s *Scanner) matchKey() keyKind {
+	if s.keyLen > maxKey {
+		return keyOther
+	}
+	switch string(s.keyBuf[:s.keyLen]) {
+	case "usageMetadata", "usage_metadata":
+		return keyUsage
+	case "text":
+		return keyText
+	case "finishReason", "finish_reason":
+		return keyFinish
+	}
+	return keyOther
+}
+
+func (s *Scanner) capture(b []byte) {
+	if s.capOver {
+		return
+	}
+	if len(s.capBuf)+len(b) > maxCapture {
+		s.capOver = true
+		return
+	}
+	s.capBuf = append(s.capBuf, b...)
+}

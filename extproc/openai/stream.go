@@ -1,0 +1,163 @@
+package openai
+
+import (
+	"bytes"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/extproc/llm"
+	"github.com/tokenwarden/tokenwarden/extproc/sse"
+)
+
+// DeltaText extracts the generated text of one parsed stream event, for
+// counting the output of a stream cut short.
+type DeltaText func(ev gjson.Result, emit func(text string))
+
+// ChatDeltaText reads choices[].delta: content, reasoning, refusal and
+// tool-call arguments.
+func ChatDeltaText(ev gjson.Result, emit func(string)) {
+	ev.Get("choices").ForEach(func(_, c gjson.Result) bool {
+		c.Get("delta").ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "content", "reasoning_content", "reasoning", "refusal":
+				emit(v.Str)
+			case "tool_calls":
+				v.ForEach(func(_, tc gjson.Result) bool {
+					emit(tc.Get("function.arguments").Str)
+					return true
+				})
+			case "function_call":
+				emit(v.Get("arguments").Str)
+			}
+			return true
+		})
+		return true
+	})
+}
+
+// CompletionsDeltaText reads choices[].text of a legacy completions stream.
+func CompletionsDeltaText(ev gjson.Result, emit func(string)) {
+	ev.Get("choices").ForEach(func(_, c gjson.Result) bool {
+		emit(c.Get("text").Str)
+		return true
+	})
+}
+
+// ResponsesDeltaText reads the "delta" of the Responses API's *.delta
+// events: output text, reasoning text and summaries, refusals, tool-call
+// arguments. The *.done and response.completed events repeat text already
+// seen as deltas and are skipped; audio deltas are base64 and would count
+// as far more tokens than they are.
+func ResponsesDeltaText(ev gjson.Result, emit func(string)) {
+	typ := ev.Get("type").Str
+	if len(typ) < len(".delta") || typ[len(typ)-len(".delta"):] != ".delta" || typ == "response.audio.delta" {
+		return
+	}
+	emit(ev.Get("delta").Str)
+}
+
+// StreamReader follows an OpenAI-style SSE stream: chat completions,
+// completions and the Responses API, and the servers that copy them.
+type StreamReader struct {
+	model    string
+	counter  accounting.TokenCounter
+	dec      *sse.Decoder
+	text     DeltaText
+	usage    accounting.Usage
+	hasUsage bool
+	errored  bool
+	observed int64
+	handler  func(sse.Event)
+	emit     func(string)
+	scan     func(k, v gjson.Result) bool
+}
+
+// NewStreamReader returns a reader that takes usage from any event with a
+// non-null usage object (the last one wins, which is right both for
+// OpenAI's single usage chunk and for vLLM's cumulative usage on every
+// chunk), and counts the text that text extracts as observed output.
+func NewStreamReader(model string, opts llm.ReaderOptions, text DeltaText) *StreamReader {
+	r := &StreamReader{
+		model:   model,
+		counter: opts.Counter,
+		dec:     sse.NewDecoder(sse.Options{MaxEventBytes: maxBuffer(opts)}),
+		text:    text,
+	}
+	if r.counter == nil {
+		r.counter = accounting.Approximate{}
+	}
+	// Bound once here: method values and closures made per event would
+	// allocate on the hot path.
+	r.handler = r.onEvent
+	r.emit = r.count
+	r.scan = r.topLevel
+	return r
+}
+
+var done = []byte("[DONE]")
+
+func (r *StreamReader) onEvent(ev sse.Event) {
+	if ev.Truncated {
+		// Its JSON will not parse; its size still says how much was
+		// streamed.
+		r.observed += int64(ev.DataLen+3) / 4
+		return
+	}
+	if bytes.Equal(ev.Data, done) {
+		return
+	}
+	doc := gjson.Parse(llm.View(ev.Data))
+	doc.ForEach(r.scan)
+	r.text(doc, r.emit)
+}
+
+// topLevel looks at one top-level field of an event for usage: "usage"
+// (chat, completions, vLLM, Mistral, xAI), "response.usage" (the Responses
+// API's terminal events) or "x_groq.usage" (older Groq builds). Azure's
+// content-filter chunks and chunks with "usage": null have none.
+func (r *StreamReader) topLevel(k, v gjson.Result) bool {
+	var u gjson.Result
+	switch k.Str {
+	case "usage":
+		u = v
+	case "response", "x_groq":
+		u = v.Get("usage")
+	case "error":
+		// OpenAI's mid-stream error payload (the Responses API's error
+		// event has "type":"error" and is caught the same way below).
+		r.errored = true
+		return true
+	case "type", "object":
+		// vLLM's {"object":"error"}, the Responses API's {"type":"error"}.
+		if v.Str == "error" {
+			r.errored = true
+		}
+		return true
+	default:
+		return true
+	}
+	if usage, ok := ParseUsage(u); ok {
+		r.usage, r.hasUsage = usage, true
+	}
+	return true
+}
+
+func (r *StreamReader) count(s string) {
+	if s != "" {
+		r.observed += r.counter.CountTokens(r.model, s)
+	}
+}
+
+// Write implements llm.UsageReader.
+func (r *StreamReader) Write(p []byte) { r.dec.Write(p, r.handler) }
+
+// Usage implements llm.UsageReader.
+func (r *StreamReader) Usage() (accounting.Usage, bool) { return r.usage, r.hasUsage }
+
+// ObservedOutputTokens implements llm.UsageReader.
+func (r *StreamReader) ObservedOutputTokens() int64 { return r.observed }
+
+// Errored reports whether the stream carried an error payload after its
+// 200 status.
+func (r *StreamReader) Errored() bool { return r.errored }
