@@ -29,6 +29,10 @@ type Options struct {
 	InjectOutputCap bool
 	// InjectStreamUsage asks OpenAI-style streams to report usage.
 	InjectStreamUsage bool
+	// StripAcceptEncoding removes accept-encoding from metered requests,
+	// so providers answer uncompressed and the server reads usage without
+	// decompressing. Compressed responses are read either way.
+	StripAcceptEncoding bool
 	// MaxBuffer bounds what a usage reader keeps of a response (a JSON
 	// body, one SSE event); zero means 4 MiB.
 	MaxBuffer  int

@@ -161,6 +161,20 @@ func TestCutRequestKeepsItsEstimateInMetadata(t *testing.T) {
 	}
 }
 
+func TestStripAcceptEncoding(t *testing.T) {
+	for _, strip := range []bool{false, true} {
+		r := newRig(t, []accounting.Limit{tokensLimit("tenant-tokens", 100000, "tenant")},
+			withServer(func(o *extproc.Options) { o.StripAcceptEncoding = strip }))
+		req := chatRequest("a", fixture(t, "openai/chat_request.json"))
+		req.Headers = append(req.Headers, [2]string{"accept-encoding", "gzip, br"})
+		resp := r.envoy.Do(t.Context(), req, jsonUpstream(200, fixture(t, "openai/chat_response.json")))
+		wantStatus(t, resp, 200)
+		if got := resp.Upstream.Header.Get("accept-encoding"); (got == "") != strip {
+			t.Errorf("strip=%v: upstream accept-encoding %q", strip, got)
+		}
+	}
+}
+
 func TestUpstreamErrorRefundsTokens(t *testing.T) {
 	for _, status := range []int{400, 429, 500, 503} {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {

@@ -44,6 +44,9 @@ type stream struct {
 	unreadable bool                  // a response encoding the server cannot decode
 }
 
+// acceptEncoding is the header StripAcceptEncoding removes; never modified.
+var acceptEncoding = []string{"accept-encoding"}
+
 // maxDecoded bounds the decompressed bytes read from one response: past
 // it (a decompression bomb, or a response no usage report follows) the
 // server stops decoding and settles on what it has seen.
@@ -118,8 +121,11 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata) 
 	st.attrs = attrs
 	if api != nil && method == "POST" && !h.EndOfStream {
 		st.api = api
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
-			RequestHeaders: &extprocv3.HeadersResponse{}}}, false
+		hr := &extprocv3.HeadersResponse{}
+		if st.s.opts.StripAcceptEncoding {
+			hr.Response = &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: acceptEncoding}}
+		}
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: hr}}, false
 	}
 
 	// Not an LLM call: count it as a request now, and ask Envoy not to

@@ -36,6 +36,10 @@ type Config struct {
 	// profiling a server under load. Off by default: profiles expose
 	// internals and cost CPU while they run.
 	AdminPprof bool `yaml:"admin_pprof"`
+	// StripAcceptEncoding removes accept-encoding from metered requests
+	// so providers answer uncompressed (compressed answers are decoded
+	// for their usage either way).
+	StripAcceptEncoding bool `yaml:"strip_accept_encoding"`
 }
 
 // StoreConfig selects the counter store.
@@ -139,6 +143,7 @@ type Settings struct {
 	LogFormat     string
 	Grace         time.Duration
 	AdminPprof    bool
+	StripEncoding bool
 }
 
 // StoreSettings is the validated store section.
@@ -178,7 +183,7 @@ func fieldErr(field string, format string, args ...any) error {
 }
 
 func (c *Config) validate() (*Settings, error) {
-	s := &Settings{Listen: c.Listen, Admin: c.Admin, AdminPprof: c.AdminPprof}
+	s := &Settings{Listen: c.Listen, Admin: c.Admin, AdminPprof: c.AdminPprof, StripEncoding: c.StripAcceptEncoding}
 	if s.Listen == "" {
 		s.Listen = "127.0.0.1:50051"
 	}

@@ -158,14 +158,15 @@ func serve(ctx context.Context, s *Settings, stderr io.Writer) error {
 		return err
 	}
 	srv, err := extproc.NewServer(extproc.Options{
-		Limiter:           limiter,
-		Identity:          s.Identity,
-		Counter:           counter,
-		DefaultOutputCap:  s.OutputCap,
-		InjectOutputCap:   s.InjectCap,
-		InjectStreamUsage: s.InjectUsage,
-		Logger:            log,
-		Registerer:        reg,
+		Limiter:             limiter,
+		Identity:            s.Identity,
+		Counter:             counter,
+		DefaultOutputCap:    s.OutputCap,
+		InjectOutputCap:     s.InjectCap,
+		InjectStreamUsage:   s.InjectUsage,
+		StripAcceptEncoding: s.StripEncoding,
+		Logger:              log,
+		Registerer:          reg,
 	})
 	if err != nil {
 		return err
