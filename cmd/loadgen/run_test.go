@@ -55,4 +55,3 @@ func TestFlagsAreChecked(t *testing.T) {
 		t.Error("unknown scenario accepted")
 	}
 }
-
