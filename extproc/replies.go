@@ -70,8 +70,27 @@ func formatReset(d time.Duration) string {
 
 // rateLimitHeaders returns the x-ratelimit-* headers for each dimension
 // that applied. Remaining is shown as zero when an extra charge took a
-// counter below it: clients expect a count, not a debt.
+// counter below it: clients expect a count, not a debt. The entries are
+// allocated together: this runs on every response.
 func rateLimitHeaders(dims *[3]accounting.DimState, out []*corev3.HeaderValueOption) []*corev3.HeaderValueOption {
+	n := 0
+	for i := range dims {
+		if dims[i].Applied {
+			n += 3
+		}
+	}
+	if n == 0 {
+		return out
+	}
+	opts := make([]corev3.HeaderValueOption, n)
+	vals := make([]corev3.HeaderValue, n)
+	j := 0
+	add := func(key, value string) {
+		vals[j] = corev3.HeaderValue{Key: key, RawValue: []byte(value)}
+		opts[j].Header = &vals[j]
+		out = append(out, &opts[j])
+		j++
+	}
 	for i := range dims {
 		st := &dims[i]
 		if !st.Applied {
@@ -79,11 +98,9 @@ func rateLimitHeaders(dims *[3]accounting.DimState, out []*corev3.HeaderValueOpt
 		}
 		d := accounting.Dimension(i)
 		names := &headerNames[i]
-		out = append(out,
-			setHeader(names[0], formatAmount(d, st.Limit)),
-			setHeader(names[1], formatAmount(d, max(0, st.Remaining))),
-			setHeader(names[2], formatReset(st.Reset)),
-		)
+		add(names[0], formatAmount(d, st.Limit))
+		add(names[1], formatAmount(d, max(0, st.Remaining)))
+		add(names[2], formatReset(st.Reset))
 	}
 	return out
 }

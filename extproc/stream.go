@@ -355,7 +355,8 @@ func (st *stream) settle(complete bool) *structpb.Struct {
 	if !complete {
 		return nil
 	}
-	return st.metadata(map[string]*structpb.Value{
+	// Envoy merges these into the fields written at admission.
+	return namespaced(map[string]*structpb.Value{
 		"actual_input_tokens":  structpb.NewNumberValue(float64(usage.InputTokens)),
 		"actual_output_tokens": structpb.NewNumberValue(float64(usage.OutputTokens)),
 		"actual_tokens":        structpb.NewNumberValue(float64(usage.Total())),

@@ -10,35 +10,50 @@ import (
 	"github.com/tokenwarden/tokenwarden/extproc/sse"
 )
 
-// DeltaText extracts the generated text of one parsed stream event, for
-// counting the output of a stream cut short.
-type DeltaText func(ev gjson.Result, emit func(text string))
+// EventFields are the top-level fields of one stream event that carry
+// generated text, picked out in the single pass that also looks for
+// usage: rescanning each event per field would double the per-chunk cost.
+type EventFields struct {
+	Choices gjson.Result // chat and completions
+	Type    gjson.Result // Responses API
+	Delta   gjson.Result // Responses API
+}
+
+// DeltaText extracts the generated text of one event, for counting the
+// output of a stream cut short.
+type DeltaText func(f *EventFields, emit func(text string))
 
 // ChatDeltaText reads choices[].delta: content, reasoning, refusal and
 // tool-call arguments.
-func ChatDeltaText(ev gjson.Result, emit func(string)) {
-	ev.Get("choices").ForEach(func(_, c gjson.Result) bool {
-		c.Get("delta").ForEach(func(k, v gjson.Result) bool {
-			switch k.Str {
-			case "content", "reasoning_content", "reasoning", "refusal":
-				emit(v.Str)
-			case "tool_calls":
-				v.ForEach(func(_, tc gjson.Result) bool {
-					emit(tc.Get("function.arguments").Str)
-					return true
-				})
-			case "function_call":
-				emit(v.Get("arguments").Str)
+func ChatDeltaText(f *EventFields, emit func(string)) {
+	f.Choices.ForEach(func(_, c gjson.Result) bool {
+		c.ForEach(func(k, d gjson.Result) bool {
+			if k.Str != "delta" {
+				return true
 			}
-			return true
+			d.ForEach(func(k, v gjson.Result) bool {
+				switch k.Str {
+				case "content", "reasoning_content", "reasoning", "refusal":
+					emit(v.Str)
+				case "tool_calls":
+					v.ForEach(func(_, tc gjson.Result) bool {
+						emit(tc.Get("function.arguments").Str)
+						return true
+					})
+				case "function_call":
+					emit(v.Get("arguments").Str)
+				}
+				return true
+			})
+			return false
 		})
 		return true
 	})
 }
 
 // CompletionsDeltaText reads choices[].text of a legacy completions stream.
-func CompletionsDeltaText(ev gjson.Result, emit func(string)) {
-	ev.Get("choices").ForEach(func(_, c gjson.Result) bool {
+func CompletionsDeltaText(f *EventFields, emit func(string)) {
+	f.Choices.ForEach(func(_, c gjson.Result) bool {
 		emit(c.Get("text").Str)
 		return true
 	})
@@ -49,12 +64,12 @@ func CompletionsDeltaText(ev gjson.Result, emit func(string)) {
 // arguments. The *.done and response.completed events repeat text already
 // seen as deltas and are skipped; audio deltas are base64 and would count
 // as far more tokens than they are.
-func ResponsesDeltaText(ev gjson.Result, emit func(string)) {
-	typ := ev.Get("type").Str
+func ResponsesDeltaText(f *EventFields, emit func(string)) {
+	typ := f.Type.Str
 	if len(typ) < len(".delta") || typ[len(typ)-len(".delta"):] != ".delta" || typ == "response.audio.delta" {
 		return
 	}
-	emit(ev.Get("delta").Str)
+	emit(f.Delta.Str)
 }
 
 // StreamReader follows an OpenAI-style SSE stream: chat completions,
@@ -71,6 +86,7 @@ type StreamReader struct {
 	handler  func(sse.Event)
 	emit     func(string)
 	scan     func(k, v gjson.Result) bool
+	fields   EventFields // the current event's, reset per event
 }
 
 // NewStreamReader returns a reader that takes usage from any event with a
@@ -107,9 +123,9 @@ func (r *StreamReader) onEvent(ev sse.Event) {
 	if bytes.Equal(ev.Data, done) {
 		return
 	}
-	doc := gjson.Parse(llm.View(ev.Data))
-	doc.ForEach(r.scan)
-	r.text(doc, r.emit)
+	r.fields = EventFields{}
+	gjson.Parse(llm.View(ev.Data)).ForEach(r.scan)
+	r.text(&r.fields, r.emit)
 }
 
 // topLevel looks at one top-level field of an event for usage: "usage"
@@ -133,6 +149,15 @@ func (r *StreamReader) topLevel(k, v gjson.Result) bool {
 		if v.Str == "error" {
 			r.errored = true
 		}
+		if k.Str == "type" {
+			r.fields.Type = v
+		}
+		return true
+	case "choices":
+		r.fields.Choices = v
+		return true
+	case "delta":
+		r.fields.Delta = v
 		return true
 	default:
 		return true
