@@ -58,6 +58,9 @@ type RedisConfig struct {
 	MinIdleConns int `yaml:"min_idle_conns"`
 	// HashTag puts every key in one Redis Cluster slot (see README).
 	HashTag string `yaml:"hash_tag"`
+	// ClusterAddrs connects to a Redis Cluster through these seed nodes;
+	// hash_tag is then required.
+	ClusterAddrs []string `yaml:"cluster_addrs"`
 	// Sentinel, when MasterName is set, finds the master through
 	// Sentinels; URL then only supplies credentials, TLS and DB.
 	Sentinel SentinelConfig `yaml:"sentinel"`
@@ -154,6 +157,7 @@ type StoreSettings struct {
 	PoolSize     int
 	MinIdleConns int
 	HashTag      string
+	ClusterAddrs []string
 	Sentinel     SentinelConfig
 }
 
@@ -244,8 +248,14 @@ func (c *Config) validateStore(s *Settings) error {
 	case "memory":
 	case "redis":
 		r := c.Store.Redis
-		if r.URL == "" && r.Sentinel.MasterName == "" {
-			return fieldErr("store.redis.url", "required when store.type is redis")
+		if r.URL == "" && r.Sentinel.MasterName == "" && len(r.ClusterAddrs) == 0 {
+			return fieldErr("store.redis.url", "required when store.type is redis (or sentinel, or cluster_addrs)")
+		}
+		if len(r.ClusterAddrs) > 0 && r.HashTag == "" {
+			return fieldErr("store.redis.hash_tag", "required with cluster_addrs: a reservation's keys must share one slot")
+		}
+		if len(r.ClusterAddrs) > 0 && r.Sentinel.MasterName != "" {
+			return fieldErr("store.redis.cluster_addrs", "cannot be combined with sentinel")
 		}
 		if r.URL != "" && !strings.HasPrefix(r.URL, "redis://") && !strings.HasPrefix(r.URL, "rediss://") && !strings.HasPrefix(r.URL, "unix://") {
 			return fieldErr("store.redis.url", "%q must start with redis://, rediss:// or unix://", r.URL)
@@ -263,6 +273,7 @@ func (c *Config) validateStore(s *Settings) error {
 			return fieldErr("store.redis.hash_tag", "must not contain { or }")
 		}
 		st.URL, st.PoolSize, st.MinIdleConns, st.HashTag, st.Sentinel = r.URL, r.PoolSize, r.MinIdleConns, r.HashTag, r.Sentinel
+		st.ClusterAddrs = r.ClusterAddrs
 	default:
 		return fieldErr("store.type", "%q is not memory or redis", st.Type)
 	}

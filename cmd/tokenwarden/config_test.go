@@ -76,6 +76,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad store type", "store: {type: etcd}\n", "store.type"},
 		{"redis without url", "store: {type: redis}\n", "store.redis.url"},
 		{"redis bad url", "store: {type: redis, redis: {url: 'http://x'}}\n", "store.redis.url"},
+		{"cluster without hash tag", "store: {type: redis, redis: {cluster_addrs: ['127.0.0.1:7000']}}\n", "store.redis.hash_tag"},
 		{"redis bad timeout", "store: {type: redis, redis: {url: 'redis://x', timeout: fast}}\n", "store.redis.timeout"},
 		{"attribute with two sources", "identity: {attributes: {t: {header: x, metadata: {namespace: n, key: k}}}}\n", "identity.attributes.t"},
 		{"attribute without source", "identity: {attributes: {t: {}}}\n", "identity.attributes.t"},

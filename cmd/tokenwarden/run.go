@@ -119,6 +119,7 @@ func newStore(s *Settings, log *slog.Logger) (accounting.Store, func() error, er
 		PoolSize:           s.Store.PoolSize,
 		MinIdleConns:       s.Store.MinIdleConns,
 		HashTag:            s.Store.HashTag,
+		ClusterAddrs:       s.Store.ClusterAddrs,
 		SentinelMasterName: s.Store.Sentinel.MasterName,
 		SentinelAddrs:      s.Store.Sentinel.Addrs,
 		SentinelPassword:   s.Store.Sentinel.Password,
