@@ -9,8 +9,9 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -29,8 +30,13 @@ type corpus struct {
 	maxOver float64
 }
 
-// sampleSize is the size the machine-text corpora are cut to.
-const sampleSize = 2048
+// sampleSize is the size the machine-text corpora are cut to, and
+// minSample the smallest piece kept: on a few dozen tokens one token is
+// several percent, which says nothing about the estimator.
+const (
+	sampleSize = 2048
+	minSample  = 400
+)
 
 // corpora builds the accuracy corpora from text found on every machine
 // that builds the project (the Go tree, Debian's license texts), from
@@ -70,7 +76,7 @@ func proseSamples(t testing.TB) []string {
 		}
 		texts = append(texts, readFile(t, p))
 	}
-	root := runtime.GOROOT()
+	root := goEnv("GOROOT")
 	for _, p := range []string{"README.md", "CONTRIBUTING.md", "SECURITY.md", "doc/godebug.md"} {
 		if b, err := os.ReadFile(filepath.Join(root, p)); err == nil {
 			texts = append(texts, string(b))
@@ -86,7 +92,12 @@ func proseSamples(t testing.TB) []string {
 	for _, s := range texts {
 		out = append(out, chunks(s, "\n\n", sampleSize)...)
 	}
-	return out
+	return dropSmall(out)
+}
+
+// dropSmall removes samples shorter than minSample.
+func dropSmall(ss []string) []string {
+	return slices.DeleteFunc(ss, func(s string) bool { return len(s) < minSample })
 }
 
 // docComments returns the text of a Go file's line comments.
@@ -112,7 +123,7 @@ func codeSamples(t testing.TB) []string {
 		cs := chunks(readFile(t, p), "\n", sampleSize)
 		out = append(out, cs[:min(2, len(cs))]...)
 	}
-	root := runtime.GOROOT()
+	root := goEnv("GOROOT")
 	cfiles, _ := filepath.Glob(filepath.Join(root, "src/runtime/cgo/*.c"))
 	sort.Strings(cfiles)
 	for i, p := range cfiles {
@@ -123,7 +134,7 @@ func codeSamples(t testing.TB) []string {
 	if b, err := os.ReadFile(filepath.Join(root, "lib/wasm/wasm_exec.js")); err == nil {
 		out = append(out, chunks(string(b), "\n", sampleSize)...)
 	}
-	return out
+	return dropSmall(out)
 }
 
 // goFiles lists the files below GOROOT/src that keep says yes to, in
@@ -131,7 +142,7 @@ func codeSamples(t testing.TB) []string {
 func goFiles(t testing.TB, keep func(string) bool) []string {
 	t.Helper()
 	var files []string
-	root := filepath.Join(runtime.GOROOT(), "src")
+	root := filepath.Join(goEnv("GOROOT"), "src")
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -362,4 +373,14 @@ func hexSamples() []string {
 		out = append(out, s)
 	}
 	return out
+}
+
+// goEnv returns a go env variable (GOROOT, GOMODCACHE) as the go command
+// that runs the tests sees it.
+func goEnv(key string) string {
+	out, err := exec.Command("go", "env", key).Output()
+	if err != nil {
+		panic(fmt.Sprintf("go env %s: %v", key, err))
+	}
+	return strings.TrimSpace(string(out))
 }

@@ -69,8 +69,9 @@ func boundary(m string, n int) bool {
 }
 
 // encodings loads each BPE vocabulary at most once per process, on first
-// use: parsing o200k_base takes about a quarter of a second and 30 MB, a
-// cost a server using only the approximation should never pay. The loaded
+// use: building o200k_base takes about 0.3 s and 22 MB of heap
+// (cl100k_base 0.13 s, 11 MB), a cost a server using only the
+// approximation should never pay. The loaded
 // encoder is immutable and safe for concurrent use.
 var encodings = map[string]func() (*tiktoken.Tiktoken, error){
 	O200kBase:  sync.OnceValues(func() (*tiktoken.Tiktoken, error) { return loadEncoding(O200kBase) }),

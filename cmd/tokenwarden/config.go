@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/accounting/tokenizer"
 	"github.com/tokenwarden/tokenwarden/extproc"
 )
 
@@ -95,11 +96,33 @@ type MetadataConfig struct {
 
 // EstimationConfig configures the estimate.
 type EstimationConfig struct {
-	Tokenizer         string  `yaml:"tokenizer"`
-	CharsPerToken     float64 `yaml:"chars_per_token"`
+	Tokenizer     string  `yaml:"tokenizer"`
+	CharsPerToken float64 `yaml:"chars_per_token"`
+	// PerModel overrides tokenizer and chars_per_token for the models a
+	// pattern matches ('*' matches anything); the first match wins.
+	PerModel []ModelRuleConfig `yaml:"per_model"`
+	// ExactMaxBytes bounds a text counted by the exact tokenizer (longer
+	// text is approximated); 0 means 128 KiB.
+	ExactMaxBytes int `yaml:"exact_max_bytes"`
+	// DefaultImage sizes images whose size the request does not tell;
+	// unset means the worst case for the model.
+	DefaultImage      *ImageSizeConfig `yaml:"default_image"`
 	DefaultOutputCap  int64   `yaml:"default_output_cap"`
 	InjectOutputCap   *bool   `yaml:"inject_output_cap"`
 	InjectStreamUsage *bool   `yaml:"inject_stream_usage"`
+}
+
+// ModelRuleConfig is one estimation.per_model rule.
+type ModelRuleConfig struct {
+	Pattern       string  `yaml:"pattern"`
+	Tokenizer     string  `yaml:"tokenizer"`
+	CharsPerToken float64 `yaml:"chars_per_token"`
+}
+
+// ImageSizeConfig is an image size in pixels.
+type ImageSizeConfig struct {
+	Width  int `yaml:"width"`
+	Height int `yaml:"height"`
 }
 
 // PriceConfig is a model's price in USD per 1M tokens.
@@ -137,6 +160,7 @@ type Settings struct {
 	Identity      extproc.Identity
 	Tokenizer     string
 	CharsPerToken float64
+	Estimation    tokenizer.Config
 	OutputCap     int64
 	InjectCap     bool
 	InjectUsage   bool
@@ -358,6 +382,22 @@ func (c *Config) validateEstimation(s *Settings) error {
 	}
 	if s.CharsPerToken < 0.5 || s.CharsPerToken > 20 {
 		return fieldErr("estimation.chars_per_token", "%v is outside 0.5..20", e.CharsPerToken)
+	}
+	s.Estimation = tokenizer.Config{Mode: tokenizer.Mode(s.Tokenizer), CharsPerToken: s.CharsPerToken, ExactMaxBytes: e.ExactMaxBytes}
+	for i, r := range e.PerModel {
+		s.Estimation.PerModel = append(s.Estimation.PerModel, tokenizer.Rule{
+			Pattern: r.Pattern, Mode: tokenizer.Mode(r.Tokenizer), CharsPerToken: r.CharsPerToken})
+		if r.Pattern == "" {
+			return fieldErr(fmt.Sprintf("estimation.per_model[%d].pattern", i), "required")
+		}
+	}
+	if d := e.DefaultImage; d != nil {
+		s.Estimation.DefaultImageWidth, s.Estimation.DefaultImageHeight = d.Width, d.Height
+	}
+	if _, err := tokenizer.New(s.Estimation); err != nil {
+		// The tokenizer names its field (PerModel[1].CharsPerToken);
+		// say where that is in the file.
+		return fieldErr("estimation", "%v", err)
 	}
 	s.OutputCap = e.DefaultOutputCap
 	if s.OutputCap == 0 {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/accounting/memstore"
+	"github.com/tokenwarden/tokenwarden/accounting/tokenizer"
 	"github.com/tokenwarden/tokenwarden/accounting/redisstore"
 	"github.com/tokenwarden/tokenwarden/extproc"
 )
@@ -39,6 +40,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		switch args[0] {
 		case "check-config":
 			return runCheckConfig(args[1:], stdout, stderr)
+		case "estimate":
+			return runEstimate(ctx, args[1:], stdin, stdout, stderr)
 		}
 	}
 	fs := flag.NewFlagSet("tokenwarden", flag.ContinueOnError)
@@ -50,7 +53,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (subcommand: check-config)", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q (subcommands: check-config, estimate)", fs.Arg(0))
 	}
 	s, err := loadSettings(*configPath)
 	if err != nil {
@@ -315,5 +318,5 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 }
 
 func newTokenCounter(s *Settings) (accounting.TokenCounter, error) {
-	return accounting.Approximate{CharsPerToken: s.CharsPerToken}, nil
+	return tokenizer.New(s.Estimation)
 }

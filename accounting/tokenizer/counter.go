@@ -1,0 +1,111 @@
+package tokenizer
+
+import (
+	"github.com/tokenwarden/tokenwarden/accounting"
+)
+
+// Counter counts tokens per model as its Config says. It is immutable and
+// safe for concurrent use.
+type Counter struct {
+	cfg      Config
+	profiles map[string]*profile
+}
+
+var _ accounting.TokenCounter = (*Counter)(nil)
+
+// New validates cfg and returns its Counter. Exact encodings are loaded
+// on first use, not here.
+func New(cfg Config) (*Counter, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ps, err := profiles()
+	if err != nil {
+		return nil, err
+	}
+	cfg.PerModel = append([]Rule(nil), cfg.PerModel...)
+	return &Counter{cfg: cfg, profiles: ps}, nil
+}
+
+// Method says how a model's text is counted, for reports such as
+// "tokenwarden estimate".
+type Method struct {
+	// Mode is the mode in effect for the model.
+	Mode Mode
+	// Encoding is the exact encoding used, or "" when approximating.
+	Encoding string
+	// Profile is the approximation's table: "o200k", "cl100k" or
+	// "generic" (tokenizer not public: the larger of the two).
+	Profile string
+	// Scale is the approximation's multiplier (ReferenceCharsPerToken
+	// over the CharsPerToken in effect).
+	Scale float64
+	// Rule is the index of the PerModel rule that matched, or -1.
+	Rule int
+}
+
+// Method returns how c counts model's text.
+func (c *Counter) Method(model string) Method {
+	m := Method{Mode: c.cfg.Mode, Rule: -1}
+	cpt := c.cfg.CharsPerToken
+	for i, r := range c.cfg.PerModel {
+		if matchGlob(r.Pattern, model) {
+			m.Rule = i
+			if r.Mode != "" {
+				m.Mode = r.Mode
+			}
+			if r.CharsPerToken != 0 {
+				cpt = r.CharsPerToken
+			}
+			break
+		}
+	}
+	if m.Mode == "" {
+		m.Mode = ModeApproximate
+	}
+	if cpt == 0 {
+		cpt = ReferenceCharsPerToken
+	}
+	m.Scale = ReferenceCharsPerToken / cpt
+	enc := EncodingForModel(model)
+	switch enc {
+	case O200kBase:
+		m.Profile = profileO200k
+	case Cl100kBase:
+		m.Profile = profileCl100k
+	default:
+		m.Profile = profileGeneric
+	}
+	if m.Mode == ModeExact {
+		m.Encoding = enc
+	}
+	return m
+}
+
+// CountTokens implements accounting.TokenCounter.
+func (c *Counter) CountTokens(model, text string) int64 {
+	m := c.Method(model)
+	p := c.profiles[m.Profile]
+	if m.Encoding != "" && (c.cfg.ExactMaxBytes < 0 || len(text) <= c.exactMax()) {
+		if n, ok := exactCount(m.Encoding, text, p); ok {
+			return n
+		}
+	}
+	return p.tokens(text, m.Scale)
+}
+
+func (c *Counter) exactMax() int {
+	if c.cfg.ExactMaxBytes == 0 {
+		return DefaultExactMaxBytes
+	}
+	return c.cfg.ExactMaxBytes
+}
+
+// ImageTokens returns what an image costs the model, like the package's
+// ImageTokens, but sizes an unsized image by the Config's default.
+func (c *Counter) ImageTokens(model, detail string, width, height int) int64 {
+	if (width <= 0 || height <= 0) && c.cfg.DefaultImageWidth > 0 {
+		width, height = c.cfg.DefaultImageWidth, c.cfg.DefaultImageHeight
+	}
+	return ImageTokens(model, detail, width, height)
+}
