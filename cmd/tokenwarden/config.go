@@ -107,9 +107,9 @@ type EstimationConfig struct {
 	// DefaultImage sizes images whose size the request does not tell;
 	// unset means the worst case for the model.
 	DefaultImage      *ImageSizeConfig `yaml:"default_image"`
-	DefaultOutputCap  int64   `yaml:"default_output_cap"`
-	InjectOutputCap   *bool   `yaml:"inject_output_cap"`
-	InjectStreamUsage *bool   `yaml:"inject_stream_usage"`
+	DefaultOutputCap  int64            `yaml:"default_output_cap"`
+	InjectOutputCap   *bool            `yaml:"inject_output_cap"`
+	InjectStreamUsage *bool            `yaml:"inject_stream_usage"`
 }
 
 // ModelRuleConfig is one estimation.per_model rule.

@@ -26,8 +26,8 @@ import (
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/accounting/memstore"
-	"github.com/tokenwarden/tokenwarden/accounting/tokenizer"
 	"github.com/tokenwarden/tokenwarden/accounting/redisstore"
+	"github.com/tokenwarden/tokenwarden/accounting/tokenizer"
 	"github.com/tokenwarden/tokenwarden/extproc"
 )
 
