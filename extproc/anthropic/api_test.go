@@ -7,6 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tokenwarden/tokenwarden/extproc/llm"
+	"github.com/tokenwarden/tokenwarden/extproc/llm/llmtest"
 )
 
 func TestInject(t *testing.T) {
@@ -23,7 +24,7 @@ func TestInject(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			req, err := Messages{}.ParseRequest("/v1/messages", []byte(tc.body), parseOpts)
+			req, err := Messages{}.ParseRequest("/v1/messages", []byte(tc.body), llmtest.ParseOptions())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,24 +67,17 @@ func TestRenderError(t *testing.T) {
 }
 
 func TestParseRequestErrors(t *testing.T) {
-	tests := []struct{ name, body string }{
-		{"not json", `{"model":`},
-		{"array", `[]`},
-		{"no model", `{"messages":[]}`},
-		{"messages not array", `{"model":"m","messages":{}}`},
-		{"message not object", `{"model":"m","messages":["hi"]}`},
-		{"system number", `{"model":"m","system":3,"messages":[]}`},
-		{"zero cap", `{"model":"m","max_tokens":0,"messages":[]}`},
-		{"stream string", `{"model":"m","stream":"yes","messages":[]}`},
-		{"bad budget", `{"model":"m","messages":[],"thinking":{"type":"enabled","budget_tokens":-1}}`},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if _, err := (Messages{}).ParseRequest("/v1/messages", []byte(tc.body), parseOpts); err == nil {
-				t.Errorf("got no error for %s", tc.body)
-			}
-		})
-	}
+	llmtest.CheckRefused(t, Messages{}, []llmtest.BadRequest{
+		{Name: "not json", Body: `{"model":`},
+		{Name: "array", Body: `[]`},
+		{Name: "no model", Body: `{"messages":[]}`},
+		{Name: "messages not array", Body: `{"model":"m","messages":{}}`},
+		{Name: "message not object", Body: `{"model":"m","messages":["hi"]}`},
+		{Name: "system number", Body: `{"model":"m","system":3,"messages":[]}`},
+		{Name: "zero cap", Body: `{"model":"m","max_tokens":0,"messages":[]}`},
+		{Name: "stream string", Body: `{"model":"m","stream":"yes","messages":[]}`},
+		{Name: "bad budget", Body: `{"model":"m","messages":[],"thinking":{"type":"enabled","budget_tokens":-1}}`},
+	})
 }
 
 // TestUsageFieldsSplitRemainder: a cache_creation total above its
@@ -98,11 +92,6 @@ func TestUsageFieldsSplitRemainder(t *testing.T) {
 }
 
 func TestStreamErrored(t *testing.T) {
-	for file, want := range map[string]bool{"messages_stream_overloaded.sse": true, "messages_stream.sse": false} {
-		r := NewStreamReader("m", readerOpts())
-		r.Write(readFixture(t, file))
-		if r.Errored() != want {
-			t.Errorf("%s: got errored %v, want %v", file, r.Errored(), want)
-		}
-	}
+	newReader := func() *StreamReader { return NewStreamReader("m", llmtest.ReaderOptions()) }
+	llmtest.CheckErrored(t, fixtures, newReader, map[string]bool{"messages_stream_overloaded.sse": true, "messages_stream.sse": false})
 }

@@ -2,10 +2,8 @@ package anthropic
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 
 	"github.com/tokenwarden/tokenwarden/extproc/llm"
 )
@@ -45,13 +43,13 @@ func (Messages) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.
 	if err := llm.ValidObject(body); err != nil {
 		return req, err
 	}
-	f := topFields(gjson.Parse(llm.View(body)), "model", "system", "messages", "tools", "max_tokens", "thinking", "stream")
+	f := llm.TopFields(gjson.Parse(llm.View(body)), "model", "system", "messages", "tools", "max_tokens", "thinking", "stream")
 	model, system, msgs, tools, maxTokens, thinking, stream := f[0], f[1], f[2], f[3], f[4], f[5], f[6]
 	if model.Type != gjson.String || model.Str == "" {
 		return req, errors.New("model must be a non-empty string")
 	}
 	req.Model = model.Str
-	count := func(s string) int64 { return counterOf(opts.Counter).CountTokens(req.Model, s) }
+	count := func(s string) int64 { return opts.TokenCounter().CountTokens(req.Model, s) }
 
 	var in int64
 	switch sys := system; {
@@ -88,17 +86,8 @@ func (Messages) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.
 	}
 	req.OutputCap, req.CapGiven = capValue, given
 	if !given {
-		req.OutputCap = opts.DefaultOutputCap
-		if t := thinking; t.Get("type").Str == "enabled" {
-			budget, ok, err := llm.PositiveInt(t.Get("budget_tokens"), "thinking.budget_tokens", llm.MaxOutputCap)
-			if err != nil {
-				return req, err
-			}
-			if ok {
-				// max_tokens must exceed the budget; the default then
-				// covers the answer after the thinking.
-				req.OutputCap = min(req.OutputCap+budget, llm.MaxOutputCap)
-			}
+		if req.OutputCap, err = DefaultCap(opts.DefaultOutputCap, thinking); err != nil {
+			return req, err
 		}
 	}
 	req.Choices = 1
@@ -109,6 +98,23 @@ func (Messages) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.
 	// Anthropic always reports usage, streamed or not.
 	req.StreamUsage = true
 	return req, nil
+}
+
+// DefaultCap returns the output cap of a request without max_tokens: def,
+// plus the budget of extended thinking when thinking (the request's
+// "thinking" object) enables it, since max_tokens must exceed the budget
+// and the default then covers the answer after the thinking. An unusable
+// budget is an error naming thinking.budget_tokens. Bedrock passes the
+// same object through to Claude.
+func DefaultCap(def int64, thinking gjson.Result) (int64, error) {
+	if thinking.Get("type").Str != "enabled" {
+		return def, nil
+	}
+	budget, ok, err := llm.PositiveInt(thinking.Get("budget_tokens"), "thinking.budget_tokens", llm.MaxOutputCap)
+	if err != nil || !ok {
+		return def, err
+	}
+	return min(def+budget, llm.MaxOutputCap), nil
 }
 
 // contentTokens counts a message's content: a string or an array of blocks.
@@ -186,9 +192,5 @@ func (Messages) Inject(body []byte, req *llm.Request, opts llm.InjectOptions) ([
 	if !opts.OutputCap || req.CapGiven {
 		return nil, nil
 	}
-	out, err := sjson.SetBytes(body, "max_tokens", req.OutputCap)
-	if err != nil {
-		return nil, fmt.Errorf("editing request body: %w", err)
-	}
-	return out, nil
+	return llm.SetField(body, "max_tokens", req.OutputCap)
 }

@@ -1,8 +1,6 @@
 package anthropic
 
 import (
-	"mime"
-
 	"github.com/tidwall/gjson"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
@@ -10,26 +8,13 @@ import (
 	"github.com/tokenwarden/tokenwarden/extproc/sse"
 )
 
-// defaultMaxBuffer is what a zero llm.ReaderOptions.MaxBuffer means.
-const defaultMaxBuffer = 4 << 20
-
 // NewUsageReader implements llm.API.
 func (Messages) NewUsageReader(req *llm.Request, contentType string, opts llm.ReaderOptions) llm.UsageReader {
-	if opts.MaxBuffer <= 0 {
-		opts.MaxBuffer = defaultMaxBuffer
-	}
-	if opts.Counter == nil {
-		opts.Counter = accounting.Approximate{}
-	}
-	if isEventStream(contentType) {
+	opts.MaxBuffer = opts.BufferSize()
+	if llm.IsEventStream(contentType) {
 		return NewStreamReader(req.Model, opts)
 	}
 	return &jsonReader{body: llm.NewCapture(opts.MaxBuffer)}
-}
-
-func isEventStream(contentType string) bool {
-	mt, _, err := mime.ParseMediaType(contentType)
-	return err == nil && mt == "text/event-stream"
 }
 
 // jsonReader reads a non-streamed message; its usage object is last.
@@ -65,10 +50,7 @@ type StreamReader struct {
 
 // NewStreamReader returns a reader for a Messages stream.
 func NewStreamReader(model string, opts llm.ReaderOptions) *StreamReader {
-	r := &StreamReader{model: model, counter: opts.Counter, dec: sse.NewDecoder(sse.Options{MaxEventBytes: opts.MaxBuffer})}
-	if r.counter == nil {
-		r.counter = accounting.Approximate{}
-	}
+	r := &StreamReader{model: model, counter: opts.TokenCounter(), dec: sse.NewDecoder(sse.Options{MaxEventBytes: opts.MaxBuffer})}
 	r.handler = r.onEvent
 	return r
 }

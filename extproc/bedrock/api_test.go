@@ -7,39 +7,27 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tokenwarden/tokenwarden/extproc/llm"
+	"github.com/tokenwarden/tokenwarden/extproc/llm/llmtest"
 )
 
 func TestModelFromPath(t *testing.T) {
-	tests := []struct {
-		path   string
-		model  string
-		stream bool
-		ok     bool
-	}{
-		{"/model/anthropic.claude-3-5-sonnet-20240620-v1:0/converse", "anthropic.claude-3-5-sonnet-20240620-v1:0", false, true},
-		{"/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream", "anthropic.claude-3-5-sonnet-20240620-v1:0", true, true},
-		{"/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Ainference-profile%2Fus.amazon.nova-pro-v1%3A0/converse?x=1",
-			"arn:aws:bedrock:us-east-1:1:inference-profile/us.amazon.nova-pro-v1:0", false, true},
-		{"/bedrock/model/amazon.nova-lite-v1:0/converse/", "amazon.nova-lite-v1:0", false, true},
-		{"/model/amazon.nova-lite-v1:0/invoke", "", false, false},
-		{"/model//converse", "", false, false},
-		{"/model/a/b/converse", "", false, false},
-		{"/model/%zz/converse", "", false, false},
-		{"/converse", "", false, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.path, func(t *testing.T) {
-			model, stream, ok := ModelFromPath(tc.path)
-			if model != tc.model || stream != tc.stream || ok != tc.ok || MatchPath(tc.path) != tc.ok {
-				t.Errorf("got %q %v %v, want %q %v %v", model, stream, ok, tc.model, tc.stream, tc.ok)
-			}
-		})
-	}
+	llmtest.CheckPaths(t, ModelFromPath, MatchPath, []llmtest.PathCase{
+		{Path: "/model/anthropic.claude-3-5-sonnet-20240620-v1:0/converse", Model: "anthropic.claude-3-5-sonnet-20240620-v1:0", OK: true},
+		{Path: "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream", Model: "anthropic.claude-3-5-sonnet-20240620-v1:0", Stream: true, OK: true},
+		{Path: "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Ainference-profile%2Fus.amazon.nova-pro-v1%3A0/converse?x=1",
+			Model: "arn:aws:bedrock:us-east-1:1:inference-profile/us.amazon.nova-pro-v1:0", OK: true},
+		{Path: "/bedrock/model/amazon.nova-lite-v1:0/converse/", Model: "amazon.nova-lite-v1:0", OK: true},
+		{Path: "/model/amazon.nova-lite-v1:0/invoke"},
+		{Path: "/model//converse"},
+		{Path: "/model/a/b/converse"},
+		{Path: "/model/%zz/converse"},
+		{Path: "/converse"},
+	})
 }
 
 func TestInject(t *testing.T) {
 	body := `{"messages":[],"inferenceConfig":{"temperature":0.5}}`
-	req, err := Converse{}.ParseRequest("/model/m/converse", []byte(body), parseOpts)
+	req, err := Converse{}.ParseRequest("/model/m/converse", []byte(body), llmtest.ParseOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,13 +72,13 @@ func TestRenderError(t *testing.T) {
 }
 
 func TestStreamReaderReportsErrors(t *testing.T) {
-	r := NewStreamReader("m", readerOpts())
-	r.Write(readFixture(t, "converse_stream_throttled.eventstream"))
+	r := NewStreamReader("m", llmtest.ReaderOptions())
+	r.Write(fixtures.Read(t, "converse_stream_throttled.eventstream"))
 	if !r.Errored() || r.Err() != nil {
 		t.Errorf("got errored %v err %v, want an exception and no framing error", r.Errored(), r.Err())
 	}
-	r = NewStreamReader("m", readerOpts())
-	r.Write(readFixture(t, "converse_stream_bad_crc.eventstream"))
+	r = NewStreamReader("m", llmtest.ReaderOptions())
+	r.Write(fixtures.Read(t, "converse_stream_bad_crc.eventstream"))
 	if r.Err() == nil {
 		t.Error("got no framing error for a corrupt frame")
 	}

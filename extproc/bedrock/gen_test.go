@@ -56,7 +56,7 @@ func encodeSource(t *testing.T, src eventsSource) []byte {
 // TestEventStreamFixtures checks that every .eventstream fixture is its
 // source, encoded by the AWS SDK (run with -update to rewrite them).
 func TestEventStreamFixtures(t *testing.T) {
-	sources, err := filepath.Glob(filepath.Join(fixtureDir, "*.events.json"))
+	sources, err := filepath.Glob(filepath.Join(string(fixtures), "*.events.json"))
 	if err != nil || len(sources) == 0 {
 		t.Fatalf("no event sources (%v)", err)
 	}
@@ -72,7 +72,7 @@ func TestEventStreamFixtures(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := encodeSource(t, src)
-			target := filepath.Join(fixtureDir, name)
+			target := filepath.Join(string(fixtures), name)
 			if *update {
 				if err := os.WriteFile(target, want, 0o644); err != nil {
 					t.Fatal(err)

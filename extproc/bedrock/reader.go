@@ -1,8 +1,6 @@
 package bedrock
 
 import (
-	"mime"
-
 	"github.com/tidwall/gjson"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
@@ -13,15 +11,10 @@ import (
 // ContentType is the media type of converse-stream responses.
 const ContentType = "application/vnd.amazon.eventstream"
 
-// defaultMaxBuffer is what a zero llm.ReaderOptions.MaxBuffer means.
-const defaultMaxBuffer = 4 << 20
-
 // NewUsageReader implements llm.API.
 func (Converse) NewUsageReader(req *llm.Request, contentType string, opts llm.ReaderOptions) llm.UsageReader {
-	if opts.MaxBuffer <= 0 {
-		opts.MaxBuffer = defaultMaxBuffer
-	}
-	if mt, _, err := mime.ParseMediaType(contentType); err == nil && mt == ContentType {
+	opts.MaxBuffer = opts.BufferSize()
+	if llm.HasMediaType(contentType, ContentType) {
 		return NewStreamReader(req.Model, opts)
 	}
 	return &jsonReader{body: llm.NewCapture(opts.MaxBuffer)}
@@ -56,11 +49,8 @@ type StreamReader struct {
 func NewStreamReader(model string, opts llm.ReaderOptions) *StreamReader {
 	r := &StreamReader{
 		model:   model,
-		counter: opts.Counter,
+		counter: opts.TokenCounter(),
 		dec:     eventstream.NewDecoder(eventstream.Options{MaxPayloadBytes: opts.MaxBuffer}),
-	}
-	if r.counter == nil {
-		r.counter = accounting.Approximate{}
 	}
 	r.handler = r.onMessage
 	return r

@@ -2,12 +2,11 @@ package bedrock
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 
+	"github.com/tokenwarden/tokenwarden/extproc/anthropic"
 	"github.com/tokenwarden/tokenwarden/extproc/llm"
 )
 
@@ -37,19 +36,14 @@ func (Converse) Name() string { return "bedrock.converse" }
 // ParseRequest implements llm.API. The model and streaming come from the
 // path.
 func (Converse) ParseRequest(path string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
-	var req llm.Request
-	model, stream, ok := ModelFromPath(path)
-	if !ok {
-		return req, fmt.Errorf("path does not name a model: %.64q", path)
-	}
-	req.Model, req.Stream, req.StreamUsage, req.Choices = model, stream, true, 1
-	if err := llm.ValidObject(body); err != nil {
+	req, err := llm.NewPathRequest(path, body, ModelFromPath)
+	if err != nil {
 		return req, err
 	}
-	f := topFields(gjson.Parse(llm.View(body)), "messages", "system", "toolConfig", "promptVariables",
+	f := llm.TopFields(gjson.Parse(llm.View(body)), "messages", "system", "toolConfig", "promptVariables",
 		"inferenceConfig", "additionalModelRequestFields")
 	msgs, system, toolConfig, promptVars, inference, additional := f[0], f[1], f[2], f[3], f[4], f[5]
-	count := func(s string) int64 { return counterOf(opts.Counter).CountTokens(req.Model, s) }
+	count := func(s string) int64 { return opts.TokenCounter().CountTokens(req.Model, s) }
 
 	var in int64
 	if msgs.Exists() && !msgs.IsArray() {
@@ -81,24 +75,15 @@ func (Converse) ParseRequest(path string, body []byte, opts llm.ParseOptions) (l
 		req.Notes = "promptVariables: the managed prompt's own text is billed as input but not counted"
 	}
 
-	var err error
 	req.OutputCap, req.CapGiven, err = llm.PositiveInt(inference.Get("maxTokens"), "inferenceConfig.maxTokens", llm.MaxOutputCap)
 	if err != nil {
 		return req, err
 	}
 	if !req.CapGiven {
-		req.OutputCap = opts.DefaultOutputCap
-		// Claude's extended thinking, passed through: maxTokens must
-		// exceed the budget, and the default then covers the answer.
-		t := additional.Get("thinking")
-		if t.Get("type").Str == "enabled" {
-			budget, ok, err := llm.PositiveInt(t.Get("budget_tokens"), "thinking.budget_tokens", llm.MaxOutputCap)
-			if err != nil {
-				return req, err
-			}
-			if ok {
-				req.OutputCap = min(req.OutputCap+budget, llm.MaxOutputCap)
-			}
+		// Claude's extended thinking, passed through in Anthropic's own
+		// shape: maxTokens must exceed the budget.
+		if req.OutputCap, err = anthropic.DefaultCap(opts.DefaultOutputCap, additional.Get("thinking")); err != nil {
+			return req, err
 		}
 	}
 	return req, nil
@@ -157,9 +142,5 @@ func (Converse) Inject(body []byte, req *llm.Request, opts llm.InjectOptions) ([
 	if !opts.OutputCap || req.CapGiven {
 		return nil, nil
 	}
-	out, err := sjson.SetBytes(body, "inferenceConfig.maxTokens", req.OutputCap)
-	if err != nil {
-		return nil, fmt.Errorf("editing request body: %w", err)
-	}
-	return out, nil
+	return llm.SetField(body, "inferenceConfig.maxTokens", req.OutputCap)
 }

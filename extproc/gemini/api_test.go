@@ -7,35 +7,23 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tokenwarden/tokenwarden/extproc/llm"
+	"github.com/tokenwarden/tokenwarden/extproc/llm/llmtest"
 )
 
 func TestMatchPath(t *testing.T) {
-	tests := []struct {
-		path   string
-		model  string
-		stream bool
-		ok     bool
-	}{
-		{"/v1beta/models/gemini-2.5-flash:generateContent", "gemini-2.5-flash", false, true},
-		{"/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", "gemini-2.5-flash", true, true},
-		{"/v1beta/models/gemini-2.5-pro:streamGenerateContent", "gemini-2.5-pro", true, true},
-		{"/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-flash:generateContent", "gemini-2.5-flash", false, true},
-		{"/v1beta/tunedModels/my-tuned-model:generateContent", "my-tuned-model", false, true},
-		{"/gemini/v1beta/models/gemini%2D2.5:generateContent/", "gemini-2.5", false, true},
-		{"/v1beta/models/gemini-2.5-flash:countTokens", "", false, false},
-		{"/v1beta/models/:generateContent", "", false, false},
-		{"/v1beta/files/x:generateContent", "", false, false},
-		{"/v1/chat/completions", "", false, false},
-		{"", "", false, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.path, func(t *testing.T) {
-			model, stream, ok := ModelFromPath(tc.path)
-			if model != tc.model || stream != tc.stream || ok != tc.ok || MatchPath(tc.path) != tc.ok {
-				t.Errorf("got %q %v %v, want %q %v %v", model, stream, ok, tc.model, tc.stream, tc.ok)
-			}
-		})
-	}
+	llmtest.CheckPaths(t, ModelFromPath, MatchPath, []llmtest.PathCase{
+		{Path: "/v1beta/models/gemini-2.5-flash:generateContent", Model: "gemini-2.5-flash", OK: true},
+		{Path: "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", Model: "gemini-2.5-flash", Stream: true, OK: true},
+		{Path: "/v1beta/models/gemini-2.5-pro:streamGenerateContent", Model: "gemini-2.5-pro", Stream: true, OK: true},
+		{Path: "/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-flash:generateContent", Model: "gemini-2.5-flash", OK: true},
+		{Path: "/v1beta/tunedModels/my-tuned-model:generateContent", Model: "my-tuned-model", OK: true},
+		{Path: "/gemini/v1beta/models/gemini%2D2.5:generateContent/", Model: "gemini-2.5", OK: true},
+		{Path: "/v1beta/models/gemini-2.5-flash:countTokens"},
+		{Path: "/v1beta/models/:generateContent"},
+		{Path: "/v1beta/files/x:generateContent"},
+		{Path: "/v1/chat/completions"},
+		{Path: ""},
+	})
 }
 
 func TestInject(t *testing.T) {
@@ -50,7 +38,7 @@ func TestInject(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			req, err := GenerateContent{}.ParseRequest("/v1beta/models/m:generateContent", []byte(tc.body), parseOpts)
+			req, err := GenerateContent{}.ParseRequest("/v1beta/models/m:generateContent", []byte(tc.body), llmtest.ParseOptions())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,29 +91,17 @@ func TestRenderError(t *testing.T) {
 }
 
 func TestParseRequestErrors(t *testing.T) {
-	tests := []struct{ name, path, body string }{
-		{"no model in path", "/v1beta/models:generateContent", `{"contents":[]}`},
-		{"not json", "/v1beta/models/m:generateContent", `{`},
-		{"contents missing", "/v1beta/models/m:generateContent", `{}`},
-		{"content not object", "/v1beta/models/m:generateContent", `{"contents":[1]}`},
-		{"too many candidates", "/v1beta/models/m:generateContent", `{"contents":[],"generationConfig":{"candidateCount":9}}`},
-		{"fractional cap", "/v1beta/models/m:generateContent", `{"contents":[],"generationConfig":{"maxOutputTokens":1.5}}`},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if _, err := (GenerateContent{}).ParseRequest(tc.path, []byte(tc.body), parseOpts); err == nil {
-				t.Errorf("got no error")
-			}
-		})
-	}
+	llmtest.CheckRefused(t, GenerateContent{}, []llmtest.BadRequest{
+		{Name: "no model in path", Path: "/v1beta/models:generateContent", Body: `{"contents":[]}`},
+		{Name: "not json", Path: "/v1beta/models/m:generateContent", Body: `{`},
+		{Name: "contents missing", Path: "/v1beta/models/m:generateContent", Body: `{}`},
+		{Name: "content not object", Path: "/v1beta/models/m:generateContent", Body: `{"contents":[1]}`},
+		{Name: "too many candidates", Path: "/v1beta/models/m:generateContent", Body: `{"contents":[],"generationConfig":{"candidateCount":9}}`},
+		{Name: "fractional cap", Path: "/v1beta/models/m:generateContent", Body: `{"contents":[],"generationConfig":{"maxOutputTokens":1.5}}`},
+	})
 }
 
 func TestStreamErrored(t *testing.T) {
-	for file, want := range map[string]bool{"stream_sse_error.sse": true, "stream_sse_crlf.sse": false} {
-		r := NewSSEReader("m", readerOpts())
-		r.Write(readFixture(t, file))
-		if r.Errored() != want {
-			t.Errorf("%s: got errored %v, want %v", file, r.Errored(), want)
-		}
-	}
+	newReader := func() *SSEReader { return NewSSEReader("m", llmtest.ReaderOptions()) }
+	llmtest.CheckErrored(t, fixtures, newReader, map[string]bool{"stream_sse_error.sse": true, "stream_sse_crlf.sse": false})
 }

@@ -2,30 +2,16 @@ package gemini
 
 import (
 	"bytes"
-	"strings"
 	"testing"
 
 	"github.com/tokenwarden/tokenwarden/extproc/llm"
+	"github.com/tokenwarden/tokenwarden/extproc/llm/llmtest"
 )
-
-func benchReader(b *testing.B, contentType string, body []byte) {
-	req := &llm.Request{Model: "gemini-2.5-flash"}
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		r := GenerateContent{}.NewUsageReader(req, contentType, readerOpts())
-		for i := 0; i < len(body); i += 16 << 10 {
-			r.Write(body[i:min(i+16<<10, len(body))])
-		}
-		if _, ok := r.Usage(); !ok {
-			b.Fatal("no usage")
-		}
-	}
-}
 
 // bigArray repeats the elements of the JSON-array stream fixture.
 func bigArray(t testing.TB, n int) []byte {
-	inner := bytes.TrimSuffix(bytes.TrimPrefix(readFixture(t, "stream_array.json"), []byte("[")), []byte("]"))
+	t.Helper()
+	inner := bytes.TrimSuffix(bytes.TrimPrefix(fixtures.Read(t, "stream_array.json"), []byte("[")), []byte("]"))
 	parts := make([][]byte, n)
 	for i := range parts {
 		parts[i] = inner
@@ -34,14 +20,15 @@ func bigArray(t testing.TB, n int) []byte {
 }
 
 func BenchmarkUsage(b *testing.B) {
+	const model = "gemini-2.5-flash"
 	b.Run("sse_stream", func(b *testing.B) {
-		benchReader(b, "text/event-stream", bytes.Repeat(readFixture(b, "stream_sse_cached_tools.sse"), 100))
+		llmtest.BenchReader(b, GenerateContent{}, model, "text/event-stream", bytes.Repeat(fixtures.Read(b, "stream_sse_cached_tools.sse"), 100))
 	})
 	b.Run("json_array_stream", func(b *testing.B) {
-		benchReader(b, "application/json", bigArray(b, 100))
+		llmtest.BenchReader(b, GenerateContent{}, model, "application/json", bigArray(b, 100))
 	})
 	b.Run("json", func(b *testing.B) {
-		benchReader(b, "application/json", readFixture(b, "generate.json"))
+		llmtest.BenchReader(b, GenerateContent{}, model, "application/json", fixtures.Read(b, "generate.json"))
 	})
 }
 
@@ -50,26 +37,17 @@ func TestAllocsPerEvent(t *testing.T) {
 		name, contentType string
 		body              []byte
 	}{
-		{"sse", "text/event-stream", readFixture(t, "stream_sse_cached_tools.sse")},
+		{"sse", "text/event-stream", fixtures.Read(t, "stream_sse_cached_tools.sse")},
 		{"json array", "application/json", bigArray(t, 3)},
 	} {
-		r := GenerateContent{}.NewUsageReader(&llm.Request{Model: "m"}, tc.contentType, readerOpts())
-		r.Write(tc.body)
-		if n := testing.AllocsPerRun(20, func() { r.Write(tc.body) }); n > 0 {
-			t.Errorf("%s: got %.1f allocations per body, want 0", tc.name, n)
-		}
+		r := GenerateContent{}.NewUsageReader(&llm.Request{Model: "m"}, tc.contentType, llmtest.ReaderOptions())
+		llmtest.CheckNoAllocs(t, tc.name, r, tc.body)
 	}
 }
 
 // BenchmarkParseRequest measures estimation of a 1 MB prompt.
 func BenchmarkParseRequest(b *testing.B) {
-	body := []byte(`{"contents":[{"role":"user","parts":[{"text":"` + strings.Repeat("lorem ipsum ", 1<<20/12) +
+	body := []byte(`{"contents":[{"role":"user","parts":[{"text":"` + llmtest.LongPrompt() +
 		`"}]}],"generationConfig":{"maxOutputTokens":5}}`)
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := (GenerateContent{}).ParseRequest("/v1beta/models/m:generateContent", body, parseOpts); err != nil {
-			b.Fatal(err)
-		}
-	}
+	llmtest.BenchParse(b, GenerateContent{}, "/v1beta/models/m:generateContent", body)
 }

@@ -1,76 +1,34 @@
 package gemini
 
 import (
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/tokenwarden/tokenwarden/extproc/llm"
+	"github.com/tokenwarden/tokenwarden/extproc/llm/llmtest"
 )
 
-func addFixtureSeeds(f *testing.F, suffix string) {
-	f.Helper()
-	entries, err := os.ReadDir(fixtureDir)
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), suffix) && !strings.Contains(e.Name(), "request") && e.Name() != "cases.json" {
-			b, err := os.ReadFile(filepath.Join(fixtureDir, e.Name()))
-			if err != nil {
-				f.Fatal(err)
-			}
-			f.Add(b, uint16(len(b)/2))
-		}
-	}
-}
-
-func fuzzReader(f *testing.F, contentType string) {
-	newReader := func() llm.UsageReader {
+// fuzzReader returns a maker of readers for contentType with a small
+// buffer, so that fuzzed bodies reach the oversized-event paths too.
+func fuzzReader(contentType string) func() llm.UsageReader {
+	return func() llm.UsageReader {
 		return GenerateContent{}.NewUsageReader(&llm.Request{Model: "m"}, contentType, llm.ReaderOptions{MaxBuffer: 512})
 	}
-	f.Fuzz(func(t *testing.T, body []byte, cut uint16) {
-		c := int(cut) % (len(body) + 1)
-		whole, split := feed(newReader, body), feed(newReader, body, c)
-		if whole != split {
-			t.Fatalf("split at %d: got %+v, whole body gave %+v", c, split, whole)
-		}
-		u := whole.usage
-		if u.InputTokens < 0 || u.OutputTokens < 0 || u.CachedInputTokens > u.InputTokens {
-			t.Fatalf("implausible usage %+v", u)
-		}
-	})
 }
 
+// FuzzSSEReader fuzzes the alt=sse reader.
 func FuzzSSEReader(f *testing.F) {
-	addFixtureSeeds(f, ".sse")
-	fuzzReader(f, "text/event-stream")
+	llmtest.AddResponseSeeds(f, fixtures, ".sse")
+	llmtest.FuzzReader(f, fuzzReader("text/event-stream"))
 }
 
+// FuzzJSONReader fuzzes the JSON scanner reader, on single responses and
+// streamed arrays alike.
 func FuzzJSONReader(f *testing.F) {
-	addFixtureSeeds(f, ".json")
-	fuzzReader(f, "application/json")
+	llmtest.AddResponseSeeds(f, fixtures, ".json")
+	llmtest.FuzzReader(f, fuzzReader("application/json"))
 }
 
+// FuzzParseRequest fuzzes request paths and bodies.
 func FuzzParseRequest(f *testing.F) {
-	entries, _ := os.ReadDir(fixtureDir)
-	for _, e := range entries {
-		if strings.Contains(e.Name(), "request") {
-			b, _ := os.ReadFile(filepath.Join(fixtureDir, e.Name()))
-			f.Add("/v1beta/models/gemini-2.5-flash:generateContent", b)
-		}
-	}
-	f.Fuzz(func(t *testing.T, path string, body []byte) {
-		req, err := GenerateContent{}.ParseRequest(path, body, parseOpts)
-		if err != nil {
-			return
-		}
-		if req.Model == "" || req.InputTokens < 0 || req.OutputCap < 1 || req.Choices < 1 {
-			t.Fatalf("implausible request %+v", req)
-		}
-		if _, err := (GenerateContent{}).Inject(body, &req, llm.InjectOptions{OutputCap: true}); err != nil {
-			t.Fatalf("Inject failed on a body that parsed: %v", err)
-		}
-	})
+	llmtest.FuzzRequestPaths(f, fixtures, llmtest.RequestTarget{API: GenerateContent{}, Path: "/v1beta/models/gemini-2.5-flash:generateContent"})
 }

@@ -1,8 +1,6 @@
 package gemini
 
 import (
-	"mime"
-
 	"github.com/tidwall/gjson"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
@@ -10,19 +8,11 @@ import (
 	"github.com/tokenwarden/tokenwarden/extproc/sse"
 )
 
-// defaultMaxBuffer is what a zero llm.ReaderOptions.MaxBuffer means.
-const defaultMaxBuffer = 4 << 20
-
 // NewUsageReader implements llm.API: SSE for alt=sse streams, the JSON
 // scanner for everything else (a single response or the streamed array).
 func (GenerateContent) NewUsageReader(req *llm.Request, contentType string, opts llm.ReaderOptions) llm.UsageReader {
-	if opts.Counter == nil {
-		opts.Counter = accounting.Approximate{}
-	}
-	if opts.MaxBuffer <= 0 {
-		opts.MaxBuffer = defaultMaxBuffer
-	}
-	if mt, _, err := mime.ParseMediaType(contentType); err == nil && mt == "text/event-stream" {
+	opts.MaxBuffer = opts.BufferSize()
+	if llm.IsEventStream(contentType) {
 		return NewSSEReader(req.Model, opts)
 	}
 	return NewJSONReader(req.Model, opts)
@@ -67,11 +57,8 @@ type SSEReader struct {
 
 // NewSSEReader returns a reader for an alt=sse stream.
 func NewSSEReader(model string, opts llm.ReaderOptions) *SSEReader {
-	r := &SSEReader{snapshot: snapshot{model: model, counter: opts.Counter},
+	r := &SSEReader{snapshot: snapshot{model: model, counter: opts.TokenCounter()},
 		dec: sse.NewDecoder(sse.Options{MaxEventBytes: opts.MaxBuffer})}
-	if r.counter == nil {
-		r.counter = accounting.Approximate{}
-	}
 	r.handler = r.onEvent
 	return r
 }
@@ -143,10 +130,7 @@ const textChunk = 4 << 10
 
 // NewJSONReader returns a reader for a JSON body or array stream.
 func NewJSONReader(model string, opts llm.ReaderOptions) *JSONReader {
-	r := &JSONReader{snapshot: snapshot{model: model, counter: opts.Counter}}
-	if r.counter == nil {
-		r.counter = accounting.Approximate{}
-	}
+	r := &JSONReader{snapshot: snapshot{model: model, counter: opts.TokenCounter()}}
 	r.scan.OnUsage = r.onUsage
 	r.scan.OnText = r.onText
 	r.scan.OnTextEnd = r.onTextEnd

@@ -2,11 +2,9 @@ package gemini
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 
 	"github.com/tokenwarden/tokenwarden/extproc/llm"
 )
@@ -46,16 +44,11 @@ func field(v gjson.Result, camel, snake string) gjson.Result {
 // ParseRequest implements llm.API. The model and streaming come from the
 // path.
 func (GenerateContent) ParseRequest(path string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
-	var req llm.Request
-	model, stream, ok := parsePath(path)
-	if !ok {
-		return req, fmt.Errorf("path does not name a model: %.64q", path)
-	}
-	req.Model, req.Stream, req.StreamUsage, req.Choices = model, stream, true, 1
-	if err := llm.ValidObject(body); err != nil {
+	req, err := llm.NewPathRequest(path, body, parsePath)
+	if err != nil {
 		return req, err
 	}
-	f := topFields(gjson.Parse(llm.View(body)), "contents", "systemInstruction", "system_instruction", "tools",
+	f := llm.TopFields(gjson.Parse(llm.View(body)), "contents", "systemInstruction", "system_instruction", "tools",
 		"cachedContent", "cached_content", "generationConfig", "generation_config")
 	either := func(a, b gjson.Result) gjson.Result {
 		if a.Exists() {
@@ -65,7 +58,7 @@ func (GenerateContent) ParseRequest(path string, body []byte, opts llm.ParseOpti
 	}
 	contents, sys, tools := f[0], either(f[1], f[2]), f[3]
 	cachedContent, cfg := either(f[4], f[5]), either(f[6], f[7])
-	count := func(s string) int64 { return counterOf(opts.Counter).CountTokens(req.Model, s) }
+	count := func(s string) int64 { return opts.TokenCounter().CountTokens(req.Model, s) }
 	var notes []string
 
 	var in int64
@@ -81,7 +74,7 @@ func (GenerateContent) ParseRequest(path string, body []byte, opts llm.ParseOpti
 		n, fileData := partsTokens(c.Get("parts"), count)
 		in += tokensPerContent + n
 		if fileData {
-			notes = appendNote(notes, "fileData parts are counted as one image: their size is unknown")
+			notes = llm.AppendNote(notes, "fileData parts are counted as one image: their size is unknown")
 		}
 		return true
 	})
@@ -96,12 +89,11 @@ func (GenerateContent) ParseRequest(path string, body []byte, opts llm.ParseOpti
 		in += count(tools.Raw)
 	}
 	if cachedContent.Type == gjson.String && cachedContent.Str != "" {
-		notes = appendNote(notes, "cachedContent: the cached prompt is billed as input but not counted")
+		notes = llm.AppendNote(notes, "cachedContent: the cached prompt is billed as input but not counted")
 	}
 	req.InputTokens = in
 	req.Notes = strings.Join(notes, "; ")
 
-	var err error
 	req.OutputCap, req.CapGiven, err = llm.PositiveInt(field(cfg, "maxOutputTokens", "max_output_tokens"), "maxOutputTokens", llm.MaxOutputCap)
 	if err != nil {
 		return req, err
@@ -147,15 +139,6 @@ func partsTokens(parts gjson.Result, count func(string) int64) (n int64, fileDat
 	return n, fileData
 }
 
-func appendNote(notes []string, note string) []string {
-	for _, n := range notes {
-		if n == note {
-			return notes
-		}
-	}
-	return append(notes, note)
-}
-
 // Inject implements llm.API: it sets generationConfig.maxOutputTokens when
 // absent, inside whichever spelling of generationConfig the body uses
 // (both in one body would be a duplicate field).
@@ -164,13 +147,9 @@ func (GenerateContent) Inject(body []byte, req *llm.Request, opts llm.InjectOpti
 		return nil, nil
 	}
 	path := "generationConfig.maxOutputTokens"
-	f := topFields(gjson.Parse(llm.View(body)), "generationConfig", "generation_config")
+	f := llm.TopFields(gjson.Parse(llm.View(body)), "generationConfig", "generation_config")
 	if !f[0].Exists() && f[1].Exists() {
 		path = "generation_config.max_output_tokens"
 	}
-	out, err := sjson.SetBytes(body, path, req.OutputCap)
-	if err != nil {
-		return nil, fmt.Errorf("editing request body: %w", err)
-	}
-	return out, nil
+	return llm.SetField(body, path, req.OutputCap)
 }

@@ -35,6 +35,10 @@ type ParseOptions struct {
 	DefaultOutputCap int64
 }
 
+// TokenCounter returns Counter, or the approximate counter when the caller
+// set none: a missing counter must not crash request parsing.
+func (o ParseOptions) TokenCounter() accounting.TokenCounter { return counterOr(o.Counter) }
+
 // InjectOptions say which body edits to make.
 type InjectOptions struct {
 	// OutputCap adds the API's output-cap field, set to the request's
@@ -51,8 +55,35 @@ type ReaderOptions struct {
 	// a response cut short before it reports usage.
 	Counter accounting.TokenCounter
 	// MaxBuffer bounds the bytes a reader keeps (a JSON body, one SSE
-	// event); zero means 4 MiB.
+	// event); zero means DefaultMaxBuffer.
 	MaxBuffer int
+}
+
+// DefaultMaxBuffer is what a zero ReaderOptions.MaxBuffer means. 4 MiB
+// holds a Responses API response.completed event that repeats a long
+// output before its usage (a truncated event would lose the usage), and
+// a JSON reply whose usage follows megabytes of embeddings is read from
+// its tail (see Capture).
+const DefaultMaxBuffer = 4 << 20
+
+// BufferSize returns MaxBuffer, or DefaultMaxBuffer when it is not
+// positive.
+func (o ReaderOptions) BufferSize() int {
+	if o.MaxBuffer <= 0 {
+		return DefaultMaxBuffer
+	}
+	return o.MaxBuffer
+}
+
+// TokenCounter returns Counter, or the approximate counter when the caller
+// set none: a missing counter must not crash a reader.
+func (o ReaderOptions) TokenCounter() accounting.TokenCounter { return counterOr(o.Counter) }
+
+func counterOr(c accounting.TokenCounter) accounting.TokenCounter {
+	if c == nil {
+		return accounting.Approximate{}
+	}
+	return c
 }
 
 // Request is what admission needs to know about a request.
@@ -73,6 +104,19 @@ type Request struct {
 	// Notes explain what the estimate could not see, e.g. server-side
 	// conversation history that is billed as input too.
 	Notes string
+}
+
+// AppendNote returns notes with note added unless it is there already: a
+// request is explained once for each thing the estimate could not see,
+// however often the thing occurs in it. Wire formats join the notes with
+// "; " into Request.Notes.
+func AppendNote(notes []string, note string) []string {
+	for _, n := range notes {
+		if n == note {
+			return notes
+		}
+	}
+	return append(notes, note)
 }
 
 // Estimate returns the reservation the request needs.

@@ -21,10 +21,10 @@ type Capture struct {
 }
 
 // NewCapture returns a Capture that keeps at most max bytes whole (zero
-// means 4 MiB).
+// means DefaultMaxBuffer).
 func NewCapture(max int) Capture {
 	if max <= 0 {
-		max = 4 << 20
+		max = DefaultMaxBuffer
 	}
 	return Capture{max: max}
 }

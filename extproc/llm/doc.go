@@ -11,4 +11,13 @@
 //
 // Wire formats read bodies with gjson rather than unmarshalling them: a
 // request body can be megabytes, and only a few fields matter.
+//
+// What the wire formats have in common beyond the interface lives here
+// too, so that each is written once: reading a body's top-level fields in
+// one pass and editing one ([TopFields], [SetField]), the start of a
+// request whose model is named in its path ([NewPathRequest]), bounded
+// validation of numbers ([PositiveInt]), content types ([IsEventStream]),
+// a bounded capture of a JSON response ([Capture]), and the defaults of
+// the options. Package llmtest holds the conformance suite every wire
+// format's tests run.
 package llm

@@ -7,6 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tokenwarden/tokenwarden/extproc/llm"
+	"github.com/tokenwarden/tokenwarden/extproc/llm/llmtest"
 )
 
 func TestInject(t *testing.T) {
@@ -32,7 +33,7 @@ func TestInject(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			req, err := tc.api.ParseRequest("", []byte(tc.body), parseOpts)
+			req, err := tc.api.ParseRequest("", []byte(tc.body), llmtest.ParseOptions())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,7 +57,7 @@ func TestInject(t *testing.T) {
 }
 
 func TestResponsesDefaultCapAtLeast16(t *testing.T) {
-	opts := parseOpts
+	opts := llmtest.ParseOptions()
 	opts.DefaultOutputCap = 8
 	req, err := Responses{}.ParseRequest("", []byte(`{"model":"m","input":"x"}`), opts)
 	if err != nil {
@@ -133,23 +134,12 @@ func TestPromptTokens(t *testing.T) {
 }
 
 func TestStreamErrors(t *testing.T) {
-	tests := []struct {
-		file    string
-		errored bool
-	}{
-		{"chat_midstream_error.sse", true},
-		{"chat_vllm_error.sse", true},
-		{"responses_failed.sse", true},
-		{"chat_include_usage.sse", false},
-		{"chat_azure_content_filter.sse", false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.file, func(t *testing.T) {
-			r := NewStreamReader("m", readerOpts(), ChatDeltaText)
-			r.Write(readFixture(t, tc.file))
-			if r.Errored() != tc.errored {
-				t.Errorf("got errored %v, want %v", r.Errored(), tc.errored)
-			}
-		})
-	}
+	newReader := func() *StreamReader { return NewStreamReader("m", llmtest.ReaderOptions(), ChatDeltaText) }
+	llmtest.CheckErrored(t, fixtures, newReader, map[string]bool{
+		"chat_midstream_error.sse":      true,
+		"chat_vllm_error.sse":           true,
+		"responses_failed.sse":          true,
+		"chat_include_usage.sse":        false,
+		"chat_azure_content_filter.sse": false,
+	})
 }

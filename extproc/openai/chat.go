@@ -2,11 +2,9 @@ package openai
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 
 	"github.com/tokenwarden/tokenwarden/extproc/llm"
 )
@@ -29,6 +27,14 @@ const (
 	imageLowTokens     = 85
 	imageDefaultTokens = 85 + 170*4
 )
+
+// imageTokens is what an image of the given detail costs.
+func imageTokens(detail string) int64 {
+	if detail == "low" {
+		return imageLowTokens
+	}
+	return imageDefaultTokens
+}
 
 // Chat is the /v1/chat/completions API.
 type Chat struct{}
@@ -77,7 +83,7 @@ func (Chat) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Requ
 	if !msgs.IsArray() {
 		return req, errors.New("messages must be an array")
 	}
-	count := func(s string) int64 { return counterOf(opts.Counter).CountTokens(req.Model, s) }
+	count := func(s string) int64 { return opts.TokenCounter().CountTokens(req.Model, s) }
 
 	var in int64
 	var bad error
@@ -156,11 +162,7 @@ func contentTokens(v gjson.Result, count func(string) int64) int64 {
 			case "text":
 				n += count(part.Get("text").Str)
 			case "image_url":
-				if part.Get("image_url.detail").Str == "low" {
-					n += imageLowTokens
-				} else {
-					n += imageDefaultTokens
-				}
+				n += imageTokens(part.Get("image_url.detail").Str)
 			default:
 				// Audio, files and parts not known yet: charge their JSON
 				// as text. High rather than zero; never free.
@@ -187,7 +189,7 @@ func (Chat) Inject(body []byte, req *llm.Request, opts llm.InjectOptions) ([]byt
 		if out != nil {
 			src = out
 		}
-		out, err = sjson.SetBytes(src, path, value)
+		out, err = llm.SetField(src, path, value)
 	}
 	if opts.OutputCap && !req.CapGiven {
 		edit(CapField(req.Model), req.OutputCap)
@@ -196,7 +198,7 @@ func (Chat) Inject(body []byte, req *llm.Request, opts llm.InjectOptions) ([]byt
 		edit("stream_options.include_usage", true)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("editing request body: %w", err)
+		return nil, err
 	}
 	return out, nil
 }

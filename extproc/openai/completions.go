@@ -34,7 +34,7 @@ func (c Completions) ParseRequest(_ string, body []byte, opts llm.ParseOptions) 
 		return req, err
 	}
 	prompt, suffix, maxTokens, nField, bestOfField, streamOpts := f[0], f[1], f[2], f[3], f[4], f[5]
-	count := func(s string) int64 { return counterOf(opts.Counter).CountTokens(req.Model, s) }
+	count := func(s string) int64 { return opts.TokenCounter().CountTokens(req.Model, s) }
 	in, prompts, err := promptTokens(prompt, "prompt", count)
 	if err != nil {
 		return req, err
@@ -82,7 +82,7 @@ func (Completions) Inject(body []byte, req *llm.Request, opts llm.InjectOptions)
 	var out []byte
 	var err error
 	if opts.OutputCap && !req.CapGiven {
-		if out, err = setField(body, "max_tokens", req.OutputCap); err != nil {
+		if out, err = llm.SetField(body, "max_tokens", req.OutputCap); err != nil {
 			return nil, err
 		}
 	}
@@ -91,7 +91,7 @@ func (Completions) Inject(body []byte, req *llm.Request, opts llm.InjectOptions)
 		if out != nil {
 			src = out
 		}
-		if out, err = setField(src, "stream_options.include_usage", true); err != nil {
+		if out, err = llm.SetField(src, "stream_options.include_usage", true); err != nil {
 			return nil, err
 		}
 	}
@@ -100,7 +100,7 @@ func (Completions) Inject(body []byte, req *llm.Request, opts llm.InjectOptions)
 
 // NewUsageReader implements llm.API.
 func (Completions) NewUsageReader(req *llm.Request, contentType string, opts llm.ReaderOptions) llm.UsageReader {
-	if IsEventStream(contentType) {
+	if llm.IsEventStream(contentType) {
 		return NewStreamReader(req.Model, opts, CompletionsDeltaText)
 	}
 	return NewJSONReader(opts)

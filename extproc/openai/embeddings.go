@@ -20,7 +20,7 @@ func (Embeddings) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (ll
 	if err != nil {
 		return req, err
 	}
-	count := func(s string) int64 { return counterOf(opts.Counter).CountTokens(req.Model, s) }
+	count := func(s string) int64 { return opts.TokenCounter().CountTokens(req.Model, s) }
 	req.InputTokens, _, err = promptTokens(f[0], "input", count)
 	req.CapGiven = true
 	req.Stream = false

@@ -5,9 +5,7 @@ import (
 	"fmt"
 
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 
-	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/extproc/llm"
 )
 
@@ -18,7 +16,7 @@ func parseBody(body []byte, names ...string) (fields []gjson.Result, req llm.Req
 	if err = llm.ValidObject(body); err != nil {
 		return nil, req, err
 	}
-	f := topFields(gjson.Parse(llm.View(body)), append([]string{"model", "stream"}, names...)...)
+	f := llm.TopFields(gjson.Parse(llm.View(body)), append([]string{"model", "stream"}, names...)...)
 	model, stream := f[0], f[1]
 	if model.Type != gjson.String || model.Str == "" {
 		return nil, req, errors.New("model must be a non-empty string")
@@ -79,38 +77,4 @@ func promptTokens(v gjson.Result, field string, count func(string) int64) (token
 // outputCap reads an optional output-cap field.
 func outputCap(v gjson.Result, field string) (int64, bool, error) {
 	return llm.PositiveInt(v, field, llm.MaxOutputCap)
-}
-
-// setField returns body with field set to value, or nil for no change.
-func setField(body []byte, field string, value any) ([]byte, error) {
-	out, err := sjson.SetBytes(body, field, value)
-	if err != nil {
-		return nil, fmt.Errorf("editing request body: %w", err)
-	}
-	return out, nil
-}
-
-// counterOf returns c, or the approximate counter when the caller set
-// none: a missing counter must not crash request parsing.
-func counterOf(c accounting.TokenCounter) accounting.TokenCounter {
-	if c == nil {
-		return accounting.Approximate{}
-	}
-	return c
-}
-
-// topFields returns the named top-level fields of doc, in the order of
-// names, reading the body once: a Get per field would rescan a body that
-// can be megabytes (a long prompt sits before the fields that follow it).
-func topFields(doc gjson.Result, names ...string) []gjson.Result {
-	out := make([]gjson.Result, len(names))
-	doc.ForEach(func(k, v gjson.Result) bool {
-		for i, n := range names {
-			if k.Str == n && !out[i].Exists() {
-				out[i] = v
-			}
-		}
-		return true
-	})
-	return out
 }

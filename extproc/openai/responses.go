@@ -35,7 +35,7 @@ func (Responses) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm
 	}
 	input, instructions, tools, text := f[0], f[1], f[2], f[3]
 	prevID, conversation, prompt, maxOutput := f[4], f[5], f[6], f[7]
-	count := func(s string) int64 { return counterOf(opts.Counter).CountTokens(req.Model, s) }
+	count := func(s string) int64 { return opts.TokenCounter().CountTokens(req.Model, s) }
 	var notes []string
 	var in int64
 	switch {
@@ -51,7 +51,7 @@ func (Responses) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm
 			n, ref := responsesItemTokens(item, count)
 			in += n
 			if ref {
-				notes = appendNote(notes, "input item_reference items are billed but not counted")
+				notes = llm.AppendNote(notes, "input item_reference items are billed but not counted")
 			}
 			return true
 		})
@@ -75,13 +75,13 @@ func (Responses) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm
 	req.InputTokens = in
 
 	if prevID.Type == gjson.String && prevID.Str != "" {
-		notes = appendNote(notes, "previous_response_id: the earlier conversation is billed as input but not counted")
+		notes = llm.AppendNote(notes, "previous_response_id: the earlier conversation is billed as input but not counted")
 	}
 	if conversation.Exists() && conversation.Type != gjson.Null {
-		notes = appendNote(notes, "conversation: its stored items are billed as input but not counted")
+		notes = llm.AppendNote(notes, "conversation: its stored items are billed as input but not counted")
 	}
 	if prompt.IsObject() {
-		notes = appendNote(notes, "prompt: the stored prompt template is billed as input but not counted")
+		notes = llm.AppendNote(notes, "prompt: the stored prompt template is billed as input but not counted")
 	}
 	req.Notes = strings.Join(notes, "; ")
 
@@ -137,11 +137,7 @@ func responsesContentTokens(v gjson.Result, count func(string) int64) int64 {
 		case "refusal":
 			n += count(part.Get("refusal").Str)
 		case "input_image":
-			if part.Get("detail").Str == "low" {
-				n += imageLowTokens
-			} else {
-				n += imageDefaultTokens
-			}
+			n += imageTokens(part.Get("detail").Str)
 		default:
 			// Files (inline data is charged as text: high, never free)
 			// and parts not known yet.
@@ -152,26 +148,17 @@ func responsesContentTokens(v gjson.Result, count func(string) int64) int64 {
 	return n
 }
 
-func appendNote(notes []string, note string) []string {
-	for _, n := range notes {
-		if n == note {
-			return notes
-		}
-	}
-	return append(notes, note)
-}
-
 // Inject implements llm.API: it adds max_output_tokens when absent.
 func (Responses) Inject(body []byte, req *llm.Request, opts llm.InjectOptions) ([]byte, error) {
 	if !opts.OutputCap || req.CapGiven {
 		return nil, nil
 	}
-	return setField(body, "max_output_tokens", req.OutputCap)
+	return llm.SetField(body, "max_output_tokens", req.OutputCap)
 }
 
 // NewUsageReader implements llm.API.
 func (Responses) NewUsageReader(req *llm.Request, contentType string, opts llm.ReaderOptions) llm.UsageReader {
-	if IsEventStream(contentType) {
+	if llm.IsEventStream(contentType) {
 		return NewStreamReader(req.Model, opts, ResponsesDeltaText)
 	}
 	return NewJSONReader(opts)

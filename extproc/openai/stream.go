@@ -96,12 +96,9 @@ type StreamReader struct {
 func NewStreamReader(model string, opts llm.ReaderOptions, text DeltaText) *StreamReader {
 	r := &StreamReader{
 		model:   model,
-		counter: opts.Counter,
-		dec:     sse.NewDecoder(sse.Options{MaxEventBytes: maxBuffer(opts)}),
+		counter: opts.TokenCounter(),
+		dec:     sse.NewDecoder(sse.Options{MaxEventBytes: opts.BufferSize()}),
 		text:    text,
-	}
-	if r.counter == nil {
-		r.counter = accounting.Approximate{}
 	}
 	// Bound once here: method values and closures made per event would
 	// allocate on the hot path.

@@ -1,43 +1,18 @@
 package openai
 
 import (
-	"mime"
-
 	"github.com/tidwall/gjson"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/extproc/llm"
 )
 
-// DefaultMaxBuffer is what a zero llm.ReaderOptions.MaxBuffer means: the
-// llm contract says 4 MiB, which also holds a Responses API
-// response.completed event that repeats a long output (its usage comes
-// after the output, so a truncated event would lose it).
-const DefaultMaxBuffer = 4 << 20
-
-// maxBuffer applies the llm.ReaderOptions default.
-func maxBuffer(opts llm.ReaderOptions) int {
-	if opts.MaxBuffer <= 0 {
-		return DefaultMaxBuffer
-	}
-	return opts.MaxBuffer
-}
-
 // NewUsageReader implements llm.API.
 func (Chat) NewUsageReader(req *llm.Request, contentType string, opts llm.ReaderOptions) llm.UsageReader {
-	if IsEventStream(contentType) {
+	if llm.IsEventStream(contentType) {
 		return NewStreamReader(req.Model, opts, ChatDeltaText)
 	}
 	return NewJSONReader(opts)
-}
-
-// IsEventStream reports whether a content type is text/event-stream.
-func IsEventStream(contentType string) bool {
-	if contentType == "" {
-		return false
-	}
-	mt, _, err := mime.ParseMediaType(contentType)
-	return err == nil && mt == "text/event-stream"
 }
 
 // ParseUsage maps an OpenAI usage object onto accounting.Usage. It reads
@@ -83,7 +58,7 @@ type JSONReader struct {
 
 // NewJSONReader returns a reader for a JSON response body.
 func NewJSONReader(opts llm.ReaderOptions) *JSONReader {
-	return &JSONReader{body: llm.NewCapture(maxBuffer(opts))}
+	return &JSONReader{body: llm.NewCapture(opts.BufferSize())}
 }
 
 // Write implements llm.UsageReader.

@@ -1,0 +1,26 @@
+package llm
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestNewPathRequest(t *testing.T) {
+	fromPath := func(path string) (string, bool, bool) {
+		model, stream, ok := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+		return model, stream == "stream", ok && model != ""
+	}
+	req, err := NewPathRequest("/m1/stream", []byte(` {}`), fromPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Request{Model: "m1", Stream: true, StreamUsage: true, Choices: 1}); req != want {
+		t.Errorf("got %+v, want %+v", req, want)
+	}
+	if _, err := NewPathRequest("/nothing", []byte(`{}`), fromPath); err == nil || !strings.Contains(err.Error(), "does not name a model") {
+		t.Errorf("got error %v, want one saying the path names no model", err)
+	}
+	if _, err := NewPathRequest("/m1/x", []byte(`[]`), fromPath); err != ErrNotObject {
+		t.Errorf("got error %v, want %v", err, ErrNotObject)
+	}
+}
