@@ -6,6 +6,8 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/accounting/tokenizer"
 	"github.com/tokenwarden/tokenwarden/extproc/llm"
 )
 
@@ -20,20 +22,30 @@ const (
 	maxChoices = 128
 )
 
-// Image tokens for gpt-4o-class models: 85 at detail "low"; otherwise 85
-// plus 170 per 512-px tile. A URL image cannot be sized without fetching
-// it, so an unsized image is charged as a 1024×1024 one (four tiles).
-const (
-	imageLowTokens     = 85
-	imageDefaultTokens = 85 + 170*4
-)
+// imageCounter is a token counter that also prices images with a
+// configured default size (tokenizer.Counter is one).
+type imageCounter interface {
+	ImageTokens(model, detail string, width, height int) int64
+}
 
-// imageTokens is what an image of the given detail costs.
-func imageTokens(detail string) int64 {
-	if detail == "low" {
-		return imageLowTokens
+// textCounter counts a request's text and images for its model.
+type textCounter struct {
+	counter accounting.TokenCounter
+	model   string
+}
+
+func (c *textCounter) count(s string) int64 { return c.counter.CountTokens(c.model, s) }
+
+// image prices an image by the model's formula (OpenAI's 512-px tiles
+// from detail and size). A data URL tells its size from its header; a
+// plain URL cannot be sized without fetching it and is charged as the
+// configured default size, or the most it can cost.
+func (c *textCounter) image(detail, url string) int64 {
+	w, h, _ := tokenizer.DataURLImageSize(url)
+	if ic, ok := c.counter.(imageCounter); ok {
+		return ic.ImageTokens(c.model, detail, w, h)
 	}
-	return imageDefaultTokens
+	return tokenizer.ImageTokens(c.model, detail, w, h)
 }
 
 // Chat is the /v1/chat/completions API.
@@ -83,7 +95,8 @@ func (Chat) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Requ
 	if !msgs.IsArray() {
 		return req, errors.New("messages must be an array")
 	}
-	count := func(s string) int64 { return opts.TokenCounter().CountTokens(req.Model, s) }
+	tc := &textCounter{counter: opts.TokenCounter(), model: req.Model}
+	count := tc.count
 
 	var in int64
 	var bad error
@@ -96,7 +109,7 @@ func (Chat) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Requ
 		m.ForEach(func(k, v gjson.Result) bool {
 			switch k.Str {
 			case "content":
-				in += contentTokens(v, count)
+				in += contentTokens(v, tc)
 			case "name":
 				in += tokensPerName + count(v.Str)
 			case "role":
@@ -151,7 +164,8 @@ func (Chat) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Requ
 }
 
 // contentTokens counts a message's content: a string, or an array of parts.
-func contentTokens(v gjson.Result, count func(string) int64) int64 {
+func contentTokens(v gjson.Result, tc *textCounter) int64 {
+	count := tc.count
 	switch {
 	case v.Type == gjson.String:
 		return count(v.Str)
@@ -162,7 +176,7 @@ func contentTokens(v gjson.Result, count func(string) int64) int64 {
 			case "text":
 				n += count(part.Get("text").Str)
 			case "image_url":
-				n += imageTokens(part.Get("image_url.detail").Str)
+				n += tc.image(part.Get("image_url.detail").Str, part.Get("image_url.url").Str)
 			default:
 				// Audio, files and parts not known yet: charge their JSON
 				// as text. High rather than zero; never free.

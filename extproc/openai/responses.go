@@ -35,7 +35,8 @@ func (Responses) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm
 	}
 	input, instructions, tools, text := f[0], f[1], f[2], f[3]
 	prevID, conversation, prompt, maxOutput := f[4], f[5], f[6], f[7]
-	count := func(s string) int64 { return opts.TokenCounter().CountTokens(req.Model, s) }
+	tc := &textCounter{counter: opts.TokenCounter(), model: req.Model}
+	count := tc.count
 	var notes []string
 	var in int64
 	switch {
@@ -48,7 +49,7 @@ func (Responses) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm
 				bad = errors.New("input items must be objects")
 				return false
 			}
-			n, ref := responsesItemTokens(item, count)
+			n, ref := responsesItemTokens(item, tc)
 			in += n
 			if ref {
 				notes = llm.AppendNote(notes, "input item_reference items are billed but not counted")
@@ -98,16 +99,17 @@ func (Responses) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm
 
 // responsesItemTokens counts one input item. ref reports an
 // item_reference, whose content lives on OpenAI's side.
-func responsesItemTokens(item gjson.Result, count func(string) int64) (n int64, ref bool) {
+func responsesItemTokens(item gjson.Result, tc *textCounter) (n int64, ref bool) {
+	count := tc.count
 	typ := item.Get("type").Str
 	switch typ {
 	case "", "message":
 		n = tokensPerMessage + 1 // the role
-		n += responsesContentTokens(item.Get("content"), count)
+		n += responsesContentTokens(item.Get("content"), tc)
 	case "function_call":
 		n = tokensPerMessage + count(item.Get("name").Str) + count(item.Get("arguments").Str)
 	case "function_call_output", "custom_tool_call_output":
-		n = tokensPerMessage + responsesContentTokens(item.Get("output"), count)
+		n = tokensPerMessage + responsesContentTokens(item.Get("output"), tc)
 	case "item_reference":
 		return tokensPerMessage, true
 	default:
@@ -119,7 +121,8 @@ func responsesItemTokens(item gjson.Result, count func(string) int64) (n int64, 
 }
 
 // responsesContentTokens counts message content: a string or parts.
-func responsesContentTokens(v gjson.Result, count func(string) int64) int64 {
+func responsesContentTokens(v gjson.Result, tc *textCounter) int64 {
+	count := tc.count
 	if v.Type == gjson.String {
 		return count(v.Str)
 	}
@@ -137,7 +140,7 @@ func responsesContentTokens(v gjson.Result, count func(string) int64) int64 {
 		case "refusal":
 			n += count(part.Get("refusal").Str)
 		case "input_image":
-			n += imageTokens(part.Get("detail").Str)
+			n += tc.image(part.Get("detail").Str, part.Get("image_url").Str)
 		default:
 			// Files (inline data is charged as text: high, never free)
 			// and parts not known yet.
