@@ -52,8 +52,17 @@ func runEstimate(_ context.Context, args []string, stdin io.Reader, stdout, stde
 	defaultCap := fs.Int64("default-output-cap", 4096, "output cap assumed when the request sets none")
 	priceIn := fs.Float64("price-input", 0, "input price, USD per 1M tokens")
 	priceOut := fs.Float64("price-output", 0, "output price, USD per 1M tokens")
+	configPath := fs.String("config", "", "take the tokenizer, default output cap and prices from this config `file` (the server's own settings)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	var settings *Settings
+	if *configPath != "" {
+		var err error
+		if settings, err = loadSettings(*configPath); err != nil {
+			return fmt.Errorf("estimate: %w", err)
+		}
+		*defaultCap = settings.OutputCap
 	}
 	if fs.NArg() > 1 {
 		return fmt.Errorf("estimate: one body at a time, got %d files", fs.NArg())
@@ -64,7 +73,11 @@ func runEstimate(_ context.Context, args []string, stdin io.Reader, stdout, stde
 	if *priceIn < 0 || *priceOut < 0 {
 		return errors.New("estimate: prices must not be negative")
 	}
-	counter, err := tokenizer.New(tokenizer.Config{Mode: tokenizer.Mode(*mode), CharsPerToken: *cpt})
+	tcfg := tokenizer.Config{Mode: tokenizer.Mode(*mode), CharsPerToken: *cpt}
+	if settings != nil {
+		tcfg = settings.Estimation
+	}
+	counter, err := tokenizer.New(tcfg)
 	if err != nil {
 		return fmt.Errorf("estimate: %w", err)
 	}
@@ -76,7 +89,11 @@ func runEstimate(_ context.Context, args []string, stdin io.Reader, stdout, stde
 	if err != nil {
 		return fmt.Errorf("estimate: %w", err)
 	}
-	printEstimate(stdout, est, counter, accounting.Price{Input: *priceIn, Output: *priceOut})
+	price := accounting.Price{Input: *priceIn, Output: *priceOut}
+	if settings != nil {
+		price, _ = settings.Prices.Lookup(est.Model)
+	}
+	printEstimate(stdout, est, counter, price)
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"image"
 	"image/png"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -189,4 +190,31 @@ func FuzzEstimateRequest(f *testing.F) {
 		}
 		printEstimate(&bytes.Buffer{}, est, counter, accounting.Price{Input: 1, Output: 2})
 	})
+}
+
+// TestEstimateWithConfig takes the server's own settings: the configured
+// default output cap and the model's price from the models table.
+func TestEstimateWithConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tw.yaml")
+	body := filepath.Join(dir, "body.json")
+	if err := os.WriteFile(cfg, []byte("estimation: {default_output_cap: 777}\nmodels: {gpt-4o-mini: {input: 1000000, output: 0}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(body, []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := run(t.Context(), []string{"estimate", "-config", cfg, body}, strings.NewReader(""), &out, io.Discard); err != nil {
+		t.Fatalf("estimate -config: %v", err)
+	}
+	if !strings.Contains(out.String(), "777") {
+		t.Errorf("the configured default output cap 777 is not in the output:\n%s", out.String())
+	}
+	if strings.Contains(out.String(), "$0.000000") {
+		t.Errorf("the model's configured price was not used:\n%s", out.String())
+	}
+	if err := run(t.Context(), []string{"estimate", "-config", filepath.Join(dir, "missing.yaml"), body}, nil, io.Discard, io.Discard); err == nil {
+		t.Errorf("a missing config file was accepted")
+	}
 }
