@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/accounting/tokenizer"
 	"github.com/tokenwarden/tokenwarden/extproc"
 	"github.com/tokenwarden/tokenwarden/extproc/envoytest"
 	"github.com/tokenwarden/tokenwarden/extproc/llm"
@@ -84,7 +85,11 @@ func BenchmarkEstimate(b *testing.B) {
 	for _, size := range []int{4 << 10, 1 << 20} {
 		body := chatBody(size)
 		b.Run(fmt.Sprintf("%dKB", size>>10), func(b *testing.B) {
-			opts := llm.ParseOptions{Counter: accounting.Approximate{}, DefaultOutputCap: 4096}
+			counter, err := tokenizer.New(tokenizer.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			opts := llm.ParseOptions{Counter: counter, DefaultOutputCap: 4096}
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {

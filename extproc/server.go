@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/accounting/tokenizer"
 )
 
 // Options configure a Server. Limiter is required.
@@ -19,7 +20,7 @@ type Options struct {
 	Limiter  *accounting.Limiter
 	Identity Identity
 	// Counter counts the tokens of request text and of streamed output;
-	// nil means accounting.Approximate{}.
+	// nil means the calibrated approximation (tokenizer.New's default).
 	Counter accounting.TokenCounter
 	// DefaultOutputCap is the output cap of a request that names none;
 	// zero means 4096.
@@ -55,7 +56,11 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, errors.New("extproc: no limiter")
 	}
 	if opts.Counter == nil {
-		opts.Counter = accounting.Approximate{}
+		c, err := tokenizer.New(tokenizer.Config{})
+		if err != nil {
+			return nil, err
+		}
+		opts.Counter = c
 	}
 	if opts.DefaultOutputCap <= 0 {
 		opts.DefaultOutputCap = 4096
