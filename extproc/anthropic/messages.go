@@ -13,17 +13,17 @@ import (
 const (
 	// tokensPerMessage wraps each message (role markers).
 	tokensPerMessage = 3
-	// toolSystemPrompt is the system prompt Anthropic adds when tools are
+	// ToolSystemPrompt is the system prompt Anthropic adds when tools are
 	// offered (documented as 313–346 tokens, depending on tool_choice).
-	toolSystemPrompt = 346
-	// imageTokens is the most one image costs: images are scaled to about
-	// 1.15 megapixels, at 750 pixels per token.
-	imageTokens = 1600
-	// pdfBytesPerToken charges a base64 PDF by its decoded size. Each page
+	ToolSystemPrompt = 346
+	// ImageTokens is the most one image costs on Claude: images are
+	// scaled to about 1.15 megapixels, at 750 pixels per token.
+	ImageTokens = 1600
+	// PDFBytesPerToken charges a base64 PDF by its decoded size. Each page
 	// costs its text (1,500–3,000 tokens) plus an image of the page, and
 	// text PDFs run at tens of KiB per page; counting the base64 as text
 	// (4 characters a token) would overcharge several-fold.
-	pdfBytesPerToken = 10
+	PDFBytesPerToken = 10
 )
 
 // Messages is the /v1/messages API.
@@ -76,7 +76,7 @@ func (Messages) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.
 		return req, bad
 	}
 	if tools.IsArray() && len(tools.Raw) > 2 {
-		in += toolSystemPrompt + count(tools.Raw)
+		in += ToolSystemPrompt + count(tools.Raw)
 	}
 	req.InputTokens = in
 
@@ -146,7 +146,7 @@ func blockTokens(b gjson.Result, count func(string) int64) int64 {
 	case "text":
 		return count(b.Get("text").Str)
 	case "image":
-		return imageTokens
+		return ImageTokens
 	case "document":
 		return documentTokens(b, count)
 	case "tool_use", "server_tool_use":
@@ -163,7 +163,7 @@ func blockTokens(b gjson.Result, count func(string) int64) int64 {
 }
 
 // documentTokens counts a document block: plain text and custom content
-// as text, a base64 PDF by its size (see pdfBytesPerToken), a PDF by URL
+// as text, a base64 PDF by its size (see PDFBytesPerToken), a PDF by URL
 // or file id at one image (it cannot be sized without fetching it).
 func documentTokens(b gjson.Result, count func(string) int64) int64 {
 	src := b.Get("source")
@@ -181,9 +181,9 @@ func documentTokens(b gjson.Result, count func(string) int64) int64 {
 		return n + contentTokens(src.Get("content"), count)
 	case "base64":
 		decoded := int64(len(src.Get("data").Str)) * 3 / 4
-		return n + max(decoded/pdfBytesPerToken, imageTokens)
+		return n + max(decoded/PDFBytesPerToken, ImageTokens)
 	}
-	return n + imageTokens
+	return n + ImageTokens
 }
 
 // Inject implements llm.API: it adds max_tokens when absent (Anthropic

@@ -10,20 +10,10 @@ import (
 	"github.com/tokenwarden/tokenwarden/extproc/llm"
 )
 
-// Estimation constants; Bedrock serves many model families, so these keep
-// to the high side of the ones it documents.
-const (
-	tokensPerMessage = 3
-	// imageTokens is the most one image costs on Claude (about 1.15
-	// megapixels at 750 pixels per token); Nova's images cost less.
-	imageTokens = 1600
-	// docBytesPerToken charges an inline document by decoded size (see
-	// the anthropic package's PDF rate).
-	docBytesPerToken = 10
-	// anthropicToolPrompt is the system prompt Claude adds when tools are
-	// offered.
-	anthropicToolPrompt = 346
-)
+// tokensPerMessage is the per-message overhead. Bedrock serves many model
+// families; images, documents and the tool prompt are charged at Claude's
+// rates (package anthropic), the high side of the ones it documents.
+const tokensPerMessage = 3
 
 // Converse is the Converse and ConverseStream API.
 type Converse struct{}
@@ -67,7 +57,7 @@ func (Converse) ParseRequest(path string, body []byte, opts llm.ParseOptions) (l
 	if tools := toolConfig.Get("tools"); tools.IsArray() && len(tools.Raw) > 2 {
 		in += count(tools.Raw)
 		if strings.Contains(req.Model, "anthropic") {
-			in += anthropicToolPrompt
+			in += anthropic.ToolSystemPrompt
 		}
 	}
 	req.InputTokens = in
@@ -108,7 +98,7 @@ func blockTokens(kind string, v gjson.Result, count func(string) int64) int64 {
 	case "text":
 		return count(v.Str)
 	case "image", "video":
-		return imageTokens
+		return anthropic.ImageTokens
 	case "document":
 		src := v.Get("source")
 		if t := src.Get("text"); t.Type == gjson.String {
@@ -118,7 +108,7 @@ func blockTokens(kind string, v gjson.Result, count func(string) int64) int64 {
 			return blocksTokens(c, count)
 		}
 		decoded := int64(len(src.Get("bytes").Str)) * 3 / 4
-		return max(decoded/docBytesPerToken, imageTokens)
+		return max(decoded/anthropic.PDFBytesPerToken, anthropic.ImageTokens)
 	case "toolUse":
 		return count(v.Get("name").Str) + count(v.Get("input").Raw)
 	case "toolResult":
