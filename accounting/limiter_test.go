@@ -246,3 +246,15 @@ func BenchmarkReserveSettle(b *testing.B) {
 		})
 	}
 }
+
+func TestExactEstimateSkipsTheStore(t *testing.T) {
+	store := &flakyStore{Store: memstore.New(memstore.Options{})}
+	l := newLimiter(t, store, limit("tpm", accounting.Tokens, 1000, "tenant"), limit("rpm", accounting.Requests, 10, "tenant"))
+	r, _ := l.Reserve(t.Context(), accounting.Request{Attributes: tenant, Estimate: accounting.Estimate{InputTokens: 100, OutputTokens: 50}})
+	if ok, err := r.Settle(t.Context(), accounting.Usage{InputTokens: 120, OutputTokens: 30}); !ok || err != nil {
+		t.Fatalf("Settle: %v %v", ok, err)
+	}
+	if n := store.settles.Load(); n != 0 {
+		t.Errorf("store settlements for usage equal to the estimate: got %d, want 0", n)
+	}
+}
