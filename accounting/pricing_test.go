@@ -36,6 +36,11 @@ func TestCounterKeyEncoding(t *testing.T) {
 		{{Name: "tenant", Value: "a|b"}, {Name: "user", Value: ""}},
 		{{Name: "tenant", Value: "1:a"}, {Name: "user", Value: "4:user"}},
 		{{Name: "tenant", Value: "\x00\xff"}, {Name: "user", Value: "x"}},
+		// Tuples that a separator-joined encoding would merge.
+		{{Name: "tenant", Value: "a:4:user:1:b"}, {Name: "user", Value: "c"}},
+		{{Name: "tenant", Value: "a"}, {Name: "user", Value: "b:4:user:1:c"}},
+		{{Name: "tenant", Value: "a:user:b"}, {Name: "user", Value: "c"}},
+		{{Name: "tenant", Value: "a"}, {Name: "user", Value: "b:user:c"}},
 	}
 	seen := map[string]int{}
 	for i, a := range tuples {
