@@ -1,5 +1,25 @@
 package accounting
 
+// MaxTokens is the largest token count tokenwarden books: 2^53, the
+// largest integer a float64 (and so a Lua number in the Redis scripts, a
+// Prometheus sample, a JSON number) holds exactly. Every count that comes
+// from outside — a provider's usage report, an estimate — is clamped to
+// 0..MaxTokens before it is added to anything, so that no sum can
+// overflow: an upstream that reports "prompt_tokens": 1e30 is charged
+// MaxTokens, not a negative number.
+const MaxTokens = 1 << 53
+
+// ClampTokens returns n within 0..MaxTokens.
+func ClampTokens(n int64) int64 {
+	return min(max(n, 0), MaxTokens)
+}
+
+// addTokens adds two clamped counts without overflow (the sum of two
+// values up to 2^53 fits an int64) and clamps the result.
+func addTokens(a, b int64) int64 {
+	return ClampTokens(ClampTokens(a) + ClampTokens(b))
+}
+
 // Usage is what a request consumed, in one shape for every API. Each
 // API's extractor maps its provider's fields onto it.
 type Usage struct {
@@ -17,8 +37,26 @@ type Usage struct {
 	OutputTokens int64
 }
 
-// Total is the usage counted on the tokens dimension.
-func (u Usage) Total() int64 { return u.InputTokens + u.OutputTokens }
+// Clamp returns u with every count within 0..MaxTokens and the parts of
+// the input (cached reads, cache writes) no larger than the input they
+// are part of, so that no price is computed on a negative remainder.
+func (u Usage) Clamp() Usage {
+	in := ClampTokens(u.InputTokens)
+	cached := min(ClampTokens(u.CachedInputTokens), in)
+	w5 := min(ClampTokens(u.CacheWriteTokens), in-cached)
+	w1h := min(ClampTokens(u.CacheWrite1hTokens), in-cached-w5)
+	return Usage{
+		InputTokens:        in,
+		CachedInputTokens:  cached,
+		CacheWriteTokens:   w5,
+		CacheWrite1hTokens: w1h,
+		OutputTokens:       ClampTokens(u.OutputTokens),
+	}
+}
+
+// Total is the usage counted on the tokens dimension, saturating at
+// MaxTokens.
+func (u Usage) Total() int64 { return addTokens(u.InputTokens, u.OutputTokens) }
 
 // Estimate is what a request is expected to cost before it is sent.
 type Estimate struct {
@@ -28,5 +66,10 @@ type Estimate struct {
 	OutputTokens int64
 }
 
-// Total is the estimate on the tokens dimension.
-func (e Estimate) Total() int64 { return e.InputTokens + e.OutputTokens }
+// Clamp returns e with both counts within 0..MaxTokens.
+func (e Estimate) Clamp() Estimate {
+	return Estimate{InputTokens: ClampTokens(e.InputTokens), OutputTokens: ClampTokens(e.OutputTokens)}
+}
+
+// Total is the estimate on the tokens dimension, saturating at MaxTokens.
+func (e Estimate) Total() int64 { return addTokens(e.InputTokens, e.OutputTokens) }

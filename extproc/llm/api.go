@@ -33,6 +33,10 @@ type ParseOptions struct {
 	// DefaultOutputCap is the output cap assumed when the request sets
 	// none.
 	DefaultOutputCap int64
+	// Model, when set, is the request's model as its path names it (an
+	// Azure OpenAI deployment, mapped to its model): the provider ignores
+	// the body's "model", so the parser neither requires nor reads it.
+	Model string
 }
 
 // TokenCounter returns Counter, or the approximate counter when the caller
@@ -101,6 +105,15 @@ type Request struct {
 	// StreamUsage reports that a streaming request already asks for
 	// usage to be reported.
 	StreamUsage bool
+	// HiddenReasoning reports that the request turns on reasoning that is
+	// billed as output but not streamed in full (Anthropic's and
+	// Bedrock's thinking, Gemini's thinkingConfig, OpenAI's reasoning
+	// options): without a usage report, the output seen understates the
+	// output billed.
+	HiddenReasoning bool
+	// Background reports a Responses API request with "background": true:
+	// the generation runs on after the reply, whose usage is null.
+	Background bool
 	// Notes explain what the estimate could not see, e.g. server-side
 	// conversation history that is billed as input too.
 	Notes string
@@ -122,7 +135,13 @@ func AppendNote(notes []string, note string) []string {
 // Estimate returns the reservation the request needs.
 func (r *Request) Estimate() accounting.Estimate {
 	choices := max(r.Choices, 1)
-	return accounting.Estimate{InputTokens: r.InputTokens, OutputTokens: r.OutputCap * choices}
+	out := accounting.ClampTokens(r.OutputCap)
+	if out > 0 && choices > accounting.MaxTokens/out {
+		out = accounting.MaxTokens
+	} else {
+		out *= choices
+	}
+	return accounting.Estimate{InputTokens: accounting.ClampTokens(r.InputTokens), OutputTokens: out}
 }
 
 // UsageReader follows one response body and reports what it cost.
