@@ -162,15 +162,18 @@ func serve(ctx context.Context, s *Settings, stderr io.Writer) error {
 		return err
 	}
 	srv, err := extproc.NewServer(extproc.Options{
-		Limiter:             limiter,
-		Identity:            s.Identity,
-		Counter:             counter,
-		DefaultOutputCap:    s.OutputCap,
-		InjectOutputCap:     s.InjectCap,
-		InjectStreamUsage:   s.InjectUsage,
-		StripAcceptEncoding: s.StripEncoding,
-		Logger:              log,
-		Registerer:          reg,
+		Limiter:               limiter,
+		Identity:              s.Identity,
+		Counter:               counter,
+		DefaultOutputCap:      s.OutputCap,
+		InjectOutputCap:       s.InjectCap,
+		InjectStreamUsage:     s.InjectUsage,
+		StripAcceptEncoding:   s.StripEncoding,
+		HiddenReasoningModels: s.HiddenReasoning,
+		RefuseBackground:      s.RefuseBackground,
+		AzureDeployments:      s.AzureDeployments,
+		Logger:                log,
+		Registerer:            reg,
 	})
 	if err != nil {
 		return err
@@ -185,7 +188,7 @@ func serve(ctx context.Context, s *Settings, stderr io.Writer) error {
 		grpcLis.Close()
 		return fmt.Errorf("admin: %w", err)
 	}
-	gs := grpc.NewServer(extproc.GRPCServerOptions()...)
+	gs := grpc.NewServer(srv.ServerOptions()...)
 	extprocv3.RegisterExternalProcessorServer(gs, srv)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
