@@ -20,7 +20,7 @@ import (
 	"github.com/tokenwarden/tokenwarden/extproc"
 )
 
-// Config is the YAML config file (see DESIGN.md and README.md).
+// Config is the YAML config file, documented in README.md.
 type Config struct {
 	Listen     string                 `yaml:"listen"`
 	Admin      string                 `yaml:"admin"`
