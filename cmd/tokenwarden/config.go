@@ -20,7 +20,7 @@ import (
 	"github.com/tokenwarden/tokenwarden/extproc"
 )
 
-// Config is the YAML config file (see DESIGN.md and README.md).
+// Config is the YAML config file, documented in README.md.
 type Config struct {
 	Listen     string                 `yaml:"listen"`
 	Admin      string                 `yaml:"admin"`
@@ -88,6 +88,11 @@ type RedisConfig struct {
 	// Sentinel, when MasterName is set, finds the master through
 	// Sentinels; URL then only supplies credentials, TLS and DB.
 	Sentinel SentinelConfig `yaml:"sentinel"`
+	// AllowEviction lets the server start, and /readyz report ready, on a
+	// Redis whose maxmemory-policy is not noeviction. Off by default: a
+	// full Redis under such a policy deletes counters, and an exhausted
+	// budget starts again.
+	AllowEviction bool `yaml:"allow_eviction"`
 }
 
 // SentinelConfig names a Sentinel-monitored master.
@@ -210,6 +215,9 @@ type StoreSettings struct {
 	HashTag      string
 	ClusterAddrs []string
 	Sentinel     SentinelConfig
+	// AllowEviction skips the start-up and /readyz check that every Redis
+	// master has maxmemory-policy noeviction.
+	AllowEviction bool
 }
 
 // reservedAttributes are filled in by the server, not by identity sources.
@@ -327,7 +335,7 @@ func (c *Config) validateStore(s *Settings) error {
 			return fieldErr("store.redis.hash_tag", "must not contain { or }")
 		}
 		st.URL, st.PoolSize, st.MinIdleConns, st.HashTag, st.Sentinel = r.URL, r.PoolSize, r.MinIdleConns, r.HashTag, r.Sentinel
-		st.ClusterAddrs = r.ClusterAddrs
+		st.ClusterAddrs, st.AllowEviction = r.ClusterAddrs, r.AllowEviction
 	default:
 		return fieldErr("store.type", "%q is not memory or redis", st.Type)
 	}
