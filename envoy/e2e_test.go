@@ -324,10 +324,7 @@ func TestE2ERateLimited(t *testing.T) {
 func TestE2ECutStreams(t *testing.T) {
 	t.Parallel()
 	r := e2e(t)
-	const (
-		basis     = `tokenwarden_settlement_basis_total{basis="estimate"}`
-		maxTokens = 1000
-	)
+	const maxTokens = 1000
 	// 10 chunks of 4 output tokens each ("the fox ran far " is 16 bytes: 4
 	// tokens at 4 chars per token).
 	chunks := []string{"x-fakellm-chunks", "10", "x-fakellm-output-tokens", "40"}
@@ -361,6 +358,9 @@ func TestE2ECutStreams(t *testing.T) {
 		// flags are the access log %RESPONSE_FLAGS% that may mark the
 		// request (one of them must).
 		flags []string
+		// reserved: the settlement keeps the whole reservation (basis
+		// "reserved") rather than input plus the output seen ("estimate").
+		reserved bool
 	}{
 		{
 			name:   "client hangs up mid-stream",
@@ -415,9 +415,12 @@ func TestE2ECutStreams(t *testing.T) {
 					t.Fatalf("got a response (%d) before fakellm's 3 s delay, want the client's timeout", resp.StatusCode)
 				}
 			},
-			// No response seen: the input estimate alone.
-			minOut: 0, maxOut: 0,
-			flags: []string{"DC"},
+			// No response seen, though the provider got the request: it
+			// may have generated, and billed, up to the cap, so the whole
+			// reservation stands.
+			minOut: maxTokens, maxOut: maxTokens,
+			flags:    []string{"DC"},
+			reserved: true,
 		},
 		{
 			name:   "upstream drops the stream",
@@ -454,6 +457,10 @@ func TestE2ECutStreams(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newE2ECaller(t)
 			body := e2eChat(t, "Count slowly to ten.", maxTokens, tc.stream)
+			basis := `tokenwarden_settlement_basis_total{basis="estimate"}`
+			if tc.reserved {
+				basis = `tokenwarden_settlement_basis_total{basis="reserved"}`
+			}
 			before := r.metric(t, basis)
 			tag := c.tenant + "-cut"
 			tc.call(t, c, body, tag)
@@ -461,7 +468,7 @@ func TestE2ECutStreams(t *testing.T) {
 
 			for r.metric(t, basis) < before+1 {
 				if time.Since(cutAt) > 5*time.Second {
-					t.Fatalf("%s: still %v 5 s after the cut, want a settlement on the estimate basis", basis, before)
+					t.Fatalf("%s: still %v 5 s after the cut, want a settlement on that basis", basis, before)
 				}
 				time.Sleep(20 * time.Millisecond)
 			}

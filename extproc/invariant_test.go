@@ -189,6 +189,13 @@ func TestProcessingModesThatCannotMeterAreRefused(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a local reply of an earlier filter passes", func(t *testing.T) {
+		// jwt_authn's 401: the server sees only the response.
+		r := tightRig(t, envoytest.Filter{SkipRequestHeaders: true})
+		req := chatRequest("a", nil)
+		var up calledUpstream
+		wantStatus(t, r.envoy.Do(t.Context(), req, up.json(401, []byte(`{"error":"jwt"}`))), 401)
+	})
 	t.Run("other paths pass with the body not sent", func(t *testing.T) {
 		r := tightRig(t, envoytest.Filter{RequestBody: envoytest.None})
 		req := chatRequest("a", []byte(`{"x":1}`))
