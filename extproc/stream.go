@@ -64,6 +64,7 @@ type stream struct {
 	res   *accounting.Reservation
 
 	status     int
+	origin     origin
 	reader     llm.UsageReader
 	decoder    contentcoding.Decoder // set for a compressed response
 	unreadable bool                  // a response encoding the server cannot decode
@@ -108,7 +109,7 @@ func (st *stream) handle(req *extprocv3.ProcessingRequest) (resp *extprocv3.Proc
 	case *extprocv3.ProcessingRequest_RequestTrailers:
 		return st.requestTrailers()
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
-		return st.responseHeaders(r.ResponseHeaders)
+		return st.responseHeaders(r.ResponseHeaders, req.Attributes)
 	case *extprocv3.ProcessingRequest_ResponseBody:
 		return st.responseBody(r.ResponseBody)
 	case *extprocv3.ProcessingRequest_ResponseTrailers:
