@@ -23,17 +23,23 @@ const codeDetailsAttribute = "response.code_details"
 const upstreamServiceTime = "x-envoy-upstream-service-time"
 
 // responseOrigin tells a provider's response from Envoy's own reply (a
-// route timeout's 504, an upstream reset's 503), which reach ext_proc as
-// ordinary response headers too. The response.code_details attribute
-// says it exactly; without it, a response without the router's
-// x-envoy-upstream-service-time header is taken for Envoy's own, sent
-// after the request may have reached the provider — the side that keeps
-// the reservation.
-func responseOrigin(h *extprocv3.HttpHeaders, attrs map[string]*structpb.Struct) origin {
+// route timeout's 504, an upstream reset's 503, a 413 for a body over
+// the buffer limit), which reach ext_proc as ordinary response headers
+// too. The response.code_details attribute says it exactly. Without it,
+// a non-2xx response without the router's x-envoy-upstream-service-time
+// header is taken for Envoy's own, sent after the request may have
+// reached the provider — the side that keeps the reservation. A 2xx is
+// always the upstream's: Envoy's own replies are errors, and a router
+// that runs with suppress_envoy_headers must not make every answer look
+// like one.
+func responseOrigin(status int, h *extprocv3.HttpHeaders, attrs map[string]*structpb.Struct) origin {
 	if v, ok := attrs[attributesKey].GetFields()[codeDetailsAttribute]; ok {
 		if d, ok := v.GetKind().(*structpb.Value_StringValue); ok {
 			return originFromDetails(d.StringValue)
 		}
+	}
+	if status >= 200 && status < 300 {
+		return fromUpstream
 	}
 	if _, ok := headerValue(h, upstreamServiceTime); ok {
 		return fromUpstream
@@ -51,7 +57,7 @@ func originFromDetails(d string) origin {
 		return fromUpstream
 	case strings.Contains(d, "connection_failure"), strings.Contains(d, "connect_error"),
 		strings.Contains(d, "{overflow}"), d == "no_healthy_upstream", d == "cluster_not_found",
-		d == "route_not_found", d == "maintenance_mode":
+		d == "route_not_found", d == "maintenance_mode", d == "request_payload_too_large":
 		return envoyNeverSent
 	}
 	return envoyAfterSend

@@ -11,9 +11,6 @@ import (
 )
 
 func (st *stream) responseHeaders(h *extprocv3.HttpHeaders, attrs map[string]*structpb.Struct) (*extprocv3.ProcessingResponse, bool) {
-	if resp, last := st.checkMetered(); last {
-		return resp, true
-	}
 	if st.responseSeen {
 		return st.outOfOrder("response headers")
 	}
@@ -21,7 +18,10 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders, attrs map[string]*st
 	if s, ok := headerValue(h, ":status"); ok {
 		st.status, _ = strconv.Atoi(s)
 	}
-	st.origin = responseOrigin(h, attrs)
+	st.origin = responseOrigin(st.status, h, attrs)
+	if resp, last := st.checkMetered(); last {
+		return resp, true
+	}
 	hr := &extprocv3.HeadersResponse{}
 	resp := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: hr}}
 	if st.res == nil {

@@ -143,11 +143,11 @@ func headerValue(h *extprocv3.HttpHeaders, key string) (string, bool) {
 }
 
 // checkMetered is the invariant's last line, run on every response
-// message: a response to a metered request that was never decided must
-// not reach the client. It cannot happen with the documented filter
-// config; it can when a request body never completes (a streamed body
-// whose trailers Envoy skips). It returns the reply that ends the
-// request, and true.
+// message: an upstream's response to a metered request that was never
+// decided must not reach the client. It cannot happen with the
+// documented filter config; it can when a request body never completes
+// (a streamed body whose trailers Envoy skips). It returns the reply that
+// ends the request, and true.
 func (st *stream) checkMetered() (*extprocv3.ProcessingResponse, bool) {
 	switch {
 	case !st.headersSeen:
@@ -155,6 +155,11 @@ func (st *stream) checkMetered() (*extprocv3.ProcessingResponse, bool) {
 		// for a forged token): the request never got this far, and
 		// nothing was reserved. (A filter that skips request headers
 		// could also lead here; its request bodies are refused.)
+		return nil, false
+	case st.metered && !st.decided && st.origin != fromUpstream:
+		// Envoy's own reply to a request it never finished sending (a
+		// 413 for a body over its buffer limit): nothing to meter, and
+		// the client should see why.
 		return nil, false
 	case st.metered && !st.decided:
 		st.count(st.target.api, "unmetered")

@@ -66,12 +66,13 @@ func isLLMPath(raw string) bool {
 	}
 	p = strings.TrimRight(b.String(), "/")
 	for _, suffix := range []string{"/chat/completions", "/completions", "/embeddings", "/responses", "/v1/messages",
-		":generateContent", ":streamGenerateContent", "/converse", "/converse-stream"} {
+		":generateContent", ":streamGenerateContent"} {
 		if strings.HasSuffix(p, suffix) {
 			return true
 		}
 	}
-	return false
+	// Bedrock serves Converse at /model/{id}/converse only.
+	return (strings.HasSuffix(p, "/converse") || strings.HasSuffix(p, "/converse-stream")) && strings.Contains(p, "/model/")
 }
 
 func isHex(c byte) bool {

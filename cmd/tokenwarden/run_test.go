@@ -233,7 +233,7 @@ func TestShutdownSettlesOpenStreams(t *testing.T) {
 		{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{EndOfStream: true,
 			Body: []byte(`{"model":"m","stream":true,"max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`)}}},
 		{Request: &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: &extprocv3.HttpHeaders{
-			Headers: hdrs(":status", "200", "content-type", "text/event-stream")}}},
+			Headers: hdrs(":status", "200", "content-type", "text/event-stream", "x-envoy-upstream-service-time", "3")}}},
 		{Request: &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: &extprocv3.HttpBody{
 			Body: []byte("data: {\"choices\":[{\"delta\":{\"content\":\"Hello there\"}}]}\n\n")}}},
 	}

@@ -25,7 +25,11 @@ func TestMatchPath(t *testing.T) {
 		{Path: "/v1beta/models/m%253AgenerateContent"},
 		{Path: "/v1beta/models/gemini-2.5-flash:countTokens"},
 		{Path: "/v1beta/models/:generateContent"},
-		{Path: "/v1beta/files/x:generateContent"},
+		// A Vertex AI endpoint (a deployed tuned model) is a generation
+		// too; so is any path that ends in the custom method.
+		{Path: "/v1/projects/p/locations/l/endpoints/123:generateContent", Model: "123", OK: true},
+		{Path: "/v1beta/files/x:generateContent", Model: "x", OK: true},
+		{Path: "0:generateContent", Model: "0", OK: true},
 		{Path: "/v1/chat/completions"},
 		{Path: ""},
 	})
@@ -97,7 +101,7 @@ func TestRenderError(t *testing.T) {
 
 func TestParseRequestErrors(t *testing.T) {
 	llmtest.CheckRefused(t, GenerateContent{}, []llmtest.BadRequest{
-		{Name: "no model in path", Path: "/v1beta/models:generateContent", Body: `{"contents":[]}`},
+		{Name: "no model in path", Path: "/v1beta/models/:generateContent", Body: `{"contents":[]}`},
 		{Name: "not json", Path: "/v1beta/models/m:generateContent", Body: `{`},
 		{Name: "contents missing", Path: "/v1beta/models/m:generateContent", Body: `{}`},
 		{Name: "content not object", Path: "/v1beta/models/m:generateContent", Body: `{"contents":[1]}`},

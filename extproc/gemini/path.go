@@ -12,8 +12,8 @@ const (
 )
 
 // MatchPath reports whether a request path is a generateContent or
-// streamGenerateContent call on a model (…/models/{model}:method, with or
-// without a query string), as the Gemini API and Vertex AI spell it.
+// streamGenerateContent call (…/{model}:method, with or without a query
+// string), as the Gemini API and Vertex AI spell it.
 func MatchPath(path string) bool {
 	_, _, ok := ModelFromPath(path)
 	return ok
@@ -33,14 +33,11 @@ func ModelFromPath(path string) (model string, stream bool, ok bool) {
 	default:
 		return "", false, false
 	}
-	i := strings.LastIndexByte(path, '/')
-	if i < 0 {
-		return "", false, false
-	}
-	model, parent := path[i+1:], path[:i]
-	if !strings.HasSuffix(parent, "/models") && !strings.HasSuffix(parent, "/tunedModels") {
-		return "", false, false
-	}
+	// Whatever precedes the model — models/, tunedModels/, a Vertex AI
+	// publisher's models/ or a tuned model's endpoints/ — the custom
+	// method is the call: Google routes …/endpoints/{id}:generateContent
+	// as a generation too.
+	model = path[strings.LastIndexByte(path, '/')+1:]
 	if model == "" {
 		return "", false, false
 	}
