@@ -205,7 +205,7 @@ func startRig(t *testing.T, envoyBin string) (*e2eRig, error) {
 	// process can take a port chosen in advance.
 	cfg := filepath.Join(dir, "envoy.yaml")
 	a := addrs{listen: "127.0.0.1:0", admin: "127.0.0.1:0", tokenwarden: r.tw.listen, upstream: r.llmAddr}
-	if err := os.WriteFile(cfg, renderBootstrap(t, a), 0o644); err != nil {
+	if err := os.WriteFile(cfg, renderBootstrap(t, a, e2eRigRoutes(t)), 0o644); err != nil {
 		return nil, err
 	}
 	adminFile := filepath.Join(dir, "envoy-admin-address")
@@ -624,26 +624,7 @@ func (r *e2eRig) openH2(t *testing.T, ctx context.Context, c e2eCaller, body []b
 // openWith sends the request with the given transport.
 func (r *e2eRig) openWith(t *testing.T, ctx context.Context, tr *http.Transport, c e2eCaller, body []byte, tag string, headers ...string) (*http.Response, error) {
 	t.Helper()
-	target := "http://" + r.listen + "/v1/chat/completions"
-	if tag != "" {
-		target += "?tag=" + tag
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	if len(headers)%2 != 0 {
-		t.Fatalf("headers: odd number of arguments %q", headers)
-	}
-	for i := 0; i < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	client := &http.Client{Timeout: 30 * time.Second, Transport: tr}
-	return client.Do(req)
+	return r.openCall(t, ctx, tr, c, body, tag, e2eCall{headers: headers})
 }
 
 // e2eIntHeader returns a response header as an integer, failing the test when it
