@@ -63,9 +63,19 @@ func (pr Price) EstimateCost(e Estimate) int64 {
 
 // microCeil rounds a cost up to whole micro-dollars, ignoring the
 // floating-point noise of the multiplication (0.15 × 1000 is not quite 150).
+// It saturates at MaxCost: an absurd token count must price as a huge
+// cost, never overflow into a negative one (a refund).
 func microCeil(c float64) int64 {
-	if c <= 0 {
+	switch {
+	case c <= 0 || math.IsNaN(c):
 		return 0
+	case c >= MaxCost:
+		return MaxCost
 	}
 	return int64(math.Ceil(c - 1e-6))
 }
+
+// MaxCost is the largest cost, in micro-dollars, a reservation or a
+// settlement books: 2^53 (about 9 billion USD), the largest integer every
+// store holds exactly.
+const MaxCost = 1 << 53

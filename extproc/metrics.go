@@ -11,6 +11,7 @@ type metrics struct {
 	settlements *prometheus.CounterVec // basis: usage|estimate|refused|request
 	decision    prometheus.Histogram
 	tokens      *prometheus.CounterVec // api, kind: estimated|actual
+	panics      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -21,11 +22,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokenwarden_requests_total",
-			Help: "Requests by API and outcome (admitted, rejected, unavailable, bad_request, unauthenticated).",
+			Help: "Requests by API and outcome (admitted, rejected, unavailable, bad_request, unauthenticated, misconfigured: the filter's processing mode cannot meter it, unmetered: a response began before the request body completed).",
 		}, []string{"api", "outcome"}),
 		settlements: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokenwarden_settlement_basis_total",
-			Help: "Settled requests by what the charge was based on: usage (reported by the provider), estimate (input estimate plus observed output: stream cut or no usage reported), refused (non-2xx upstream reply: no tokens), request (not an LLM API: the request only).",
+			Help: "Settled requests by what the charge was based on: usage (reported by the provider), estimate (input estimate plus the output observed in a stream without a usage report), reserved (the whole reservation: no response, a cut non-streamed reply, hidden reasoning, background, unreadable encoding), refused (non-2xx upstream reply: no tokens), request (not an LLM API: the request only).",
 		}, []string{"basis"}),
 		decision: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tokenwarden_decision_seconds",
@@ -36,9 +37,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tokenwarden_tokens_total",
 			Help: "Tokens by API: estimated at admission, and actual at settlement.",
 		}, []string{"api", "kind"}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tokenwarden_panics_total",
+			Help: "Streams failed by a panic in their handler (the process stays up; Envoy answers that request with a 500).",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.streams, m.requests, m.settlements, m.decision, m.tokens)
+		reg.MustRegister(m.streams, m.requests, m.settlements, m.decision, m.tokens, m.panics)
 	}
 	return m
 }

@@ -43,68 +43,6 @@ func formatAmount(d accounting.Dimension, v int64) string {
 	return string(out)
 }
 
-// headerNames are the x-ratelimit-* header names per dimension, built
-// once rather than concatenated on every response; rateLimitHeaderNames
-// lists all of them. Neither is ever modified.
-var (
-	headerNames = func() (n [3][3]string) {
-		for d := range n {
-			name := accounting.Dimension(d).String()
-			n[d] = [3]string{"x-ratelimit-limit-" + name, "x-ratelimit-remaining-" + name, "x-ratelimit-reset-" + name}
-		}
-		return n
-	}()
-	rateLimitHeaderNames = func() (all []string) {
-		for _, n := range headerNames {
-			all = append(all, n[:]...)
-		}
-		return all
-	}()
-)
-
-// formatReset renders a reset time the way OpenAI does: a Go duration,
-// at millisecond precision ("120ms", "6m0s").
-func formatReset(d time.Duration) string {
-	return d.Round(time.Millisecond).String()
-}
-
-// rateLimitHeaders returns the x-ratelimit-* headers for each dimension
-// that applied. Remaining is shown as zero when an extra charge took a
-// counter below it: clients expect a count, not a debt. The entries are
-// allocated together: this runs on every response.
-func rateLimitHeaders(dims *[3]accounting.DimState, out []*corev3.HeaderValueOption) []*corev3.HeaderValueOption {
-	n := 0
-	for i := range dims {
-		if dims[i].Applied {
-			n += 3
-		}
-	}
-	if n == 0 {
-		return out
-	}
-	opts := make([]corev3.HeaderValueOption, n)
-	vals := make([]corev3.HeaderValue, n)
-	j := 0
-	add := func(key, value string) {
-		vals[j] = corev3.HeaderValue{Key: key, RawValue: []byte(value)}
-		opts[j].Header = &vals[j]
-		out = append(out, &opts[j])
-		j++
-	}
-	for i := range dims {
-		st := &dims[i]
-		if !st.Applied {
-			continue
-		}
-		d := accounting.Dimension(i)
-		names := &headerNames[i]
-		add(names[0], formatAmount(d, st.Limit))
-		add(names[1], formatAmount(d, max(0, st.Remaining)))
-		add(names[2], formatReset(st.Reset))
-	}
-	return out
-}
-
 // immediate builds a local reply: Envoy sends it to the client in place of
 // the upstream's response and closes the stream.
 func immediate(api llm.API, e llm.Error, details string, headers []*corev3.HeaderValueOption) *extprocv3.ProcessingResponse {
@@ -179,4 +117,23 @@ func badRequest(api llm.API, msg string) *extprocv3.ProcessingResponse {
 func unauthenticated(api llm.API, msg string) *extprocv3.ProcessingResponse {
 	return immediate(api, llm.Error{Kind: llm.Unauthenticated, Code: "missing_identity", Message: msg},
 		"tokenwarden_missing_identity", nil)
+}
+
+// misconfigured refuses a metered request that the filter's processing
+// mode would let past the limiter (its body is not sent, or not in a
+// mode tokenwarden can hold back): a misconfigured filter must fail
+// closed and say why, not pass unmetered traffic.
+func misconfigured(api llm.API, why string) *extprocv3.ProcessingResponse {
+	return immediate(api, llm.Error{Kind: llm.Unavailable, Code: "limiter_misconfigured",
+		Message: "The rate limiter cannot meter this request: " + why + "."},
+		"tokenwarden_misconfigured", nil)
+}
+
+// unmetered refuses a response to a metered request whose body never
+// completed before the response began: the request was never reserved,
+// so its answer must not reach the client.
+func unmetered(api llm.API) *extprocv3.ProcessingResponse {
+	return immediate(api, llm.Error{Kind: llm.InvalidRequest, Code: "invalid_request",
+		Message: "The request body did not complete before the response began, so the request could not be metered."},
+		"tokenwarden_unmetered", nil)
 }

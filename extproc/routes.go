@@ -13,13 +13,13 @@ import (
 // route maps request paths to an API. Adding an API is one wire format
 // package and one row here.
 type route struct {
-	// suffix matches the end of the path (query and trailing slashes
-	// removed), so that gateways that mount an API under a prefix
+	// suffix matches the end of the cleaned path (see llm.CleanPath), so
+	// that gateways that mount an API under a prefix
 	// (/openai/deployments/x/chat/completions) are metered too.
 	suffix string
-	// match, when set, is used instead of suffix (the model sits inside
-	// the path).
-	match func(path string) bool
+	// match, when set, is used instead of suffix: the model sits inside
+	// the path, and the wire format reads it from the raw path itself.
+	match func(rawPath string) bool
 	api   llm.API
 }
 
@@ -37,25 +37,77 @@ var routes = []route{
 	{match: bedrock.MatchPath, api: bedrock.Converse{}},
 }
 
-// lookupAPI returns the API a path belongs to, or nil for a path that is
-// only counted as a request.
-func lookupAPI(path string) llm.API {
-	p := path
-	if i := strings.IndexByte(p, '?'); i >= 0 {
-		p = p[:i]
+// target is what a request path asks for.
+type target struct {
+	// api is the LLM API called, or nil for a path that is only counted
+	// as a request.
+	api llm.API
+	// model is the model the path names when the provider takes it from
+	// there rather than from the body (an Azure OpenAI deployment, mapped
+	// by Options.AzureDeployments), or "".
+	model string
+}
+
+// azurePrefix starts the deployment segment of an Azure OpenAI path:
+// /openai/deployments/{deployment}/chat/completions?api-version=…
+const azurePrefix = "/openai/deployments/"
+
+// azureAPIs are the APIs an Azure OpenAI deployment serves, by what
+// follows the deployment segment.
+var azureAPIs = map[string]llm.API{
+	"/chat/completions":            openai.Chat{},
+	"/extensions/chat/completions": openai.Chat{}, // "on your data"
+	"/completions":                 openai.Completions{},
+	"/embeddings":                  openai.Embeddings{},
+}
+
+// classify returns what a raw :path asks for. Every decision is taken on
+// the path as llm.CleanPath decodes it — the way the upstream's router
+// will see it — so that no spelling of a metered path (percent-escapes,
+// dot segments, repeated slashes) reaches the upstream as an LLM call
+// while tokenwarden counts it as something else.
+func (s *Server) classify(rawPath string) target {
+	p := llm.CleanPath(rawPath)
+	if t, ok := s.azure(p); ok {
+		return t
 	}
-	p = strings.TrimRight(p, "/")
 	for i := range routes {
 		r := &routes[i]
 		if r.match != nil {
-			if r.match(p) {
-				return r.api
+			if r.match(rawPath) {
+				return target{api: r.api}
 			}
 			continue
 		}
 		if strings.HasSuffix(p, r.suffix) {
-			return r.api
+			return target{api: r.api}
 		}
 	}
-	return nil
+	return target{}
+}
+
+// azure classifies an Azure OpenAI deployment path. Azure serves the
+// deployment's model whatever the body's "model" says, so the deployment
+// decides the price and the model-matched limits: the model configured
+// for it in Options.AzureDeployments, or its own name.
+func (s *Server) azure(p string) (target, bool) {
+	i := strings.Index(p, azurePrefix)
+	if i < 0 {
+		return target{}, false
+	}
+	rest := p[i+len(azurePrefix):]
+	j := strings.IndexByte(rest, '/')
+	if j <= 0 {
+		return target{}, false
+	}
+	api, ok := azureAPIs[rest[j:]]
+	if !ok {
+		return target{}, false
+	}
+	deployment := rest[:j]
+	model, ok := s.opts.AzureDeployments[deployment]
+	if !ok {
+		model = deployment
+	}
+	return target{api: api, model: model}, true
 }

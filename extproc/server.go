@@ -2,8 +2,11 @@ package extproc
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
+	"sync/atomic"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,18 +39,47 @@ type Options struct {
 	StripAcceptEncoding bool
 	// MaxBuffer bounds what a usage reader keeps of a response (a JSON
 	// body, one SSE event); zero means 4 MiB.
-	MaxBuffer  int
-	Logger     *slog.Logger
-	Registerer prometheus.Registerer
+	MaxBuffer int
+	// HiddenReasoningModels are model patterns ('*' matches any run of
+	// characters) of models that reason without streaming their
+	// reasoning: a response of theirs that reports no usage is charged
+	// its whole output cap, not the output seen. nil means
+	// DefaultHiddenReasoningModels; an empty, non-nil slice means none.
+	HiddenReasoningModels []string
+	// RefuseBackground refuses Responses API requests with "background":
+	// true (400). Admitted, they keep their whole reservation: their
+	// usage is never in the reply.
+	RefuseBackground bool
+	// AzureDeployments maps Azure OpenAI deployment names (the {d} of
+	// /openai/deployments/{d}/…) to the model each serves. An unlisted
+	// deployment is priced and matched under its own name.
+	AzureDeployments map[string]string
+	Logger           *slog.Logger
+	Registerer       prometheus.Registerer
+}
+
+// DefaultHiddenReasoningModels are the model families known to reason
+// without streaming their reasoning in full: OpenAI's o-series and
+// GPT-5, Gemini 2.5 and later (thinking on by default, thoughts not
+// returned unless asked for), xAI's Grok reasoning models. Claude and
+// Bedrock's models reason only when the request turns thinking on, which
+// the wire formats see in the body.
+var DefaultHiddenReasoningModels = []string{
+	"o1*", "o3*", "o4*", "gpt-5*", "codex-*",
+	"gemini-2.5*", "gemini-3*",
+	"grok-3-mini*", "grok-4*",
 }
 
 // Server implements Envoy's ExternalProcessor service.
 type Server struct {
 	extprocv3.UnimplementedExternalProcessorServer
 
-	opts Options
-	log  *slog.Logger
-	m    *metrics
+	opts      Options
+	log       *slog.Logger
+	m         *metrics
+	reasoning []string // compiled HiddenReasoningModels
+	// warnedObservability: the observability-mode warning was logged.
+	warnedObservability atomic.Bool
 }
 
 // NewServer returns a Server.
@@ -68,11 +100,47 @@ func NewServer(opts Options) (*Server, error) {
 	if opts.MaxBuffer <= 0 {
 		opts.MaxBuffer = 4 << 20
 	}
+	reasoning := opts.HiddenReasoningModels
+	if reasoning == nil {
+		reasoning = DefaultHiddenReasoningModels
+	}
+	for _, p := range reasoning {
+		if p == "" {
+			return nil, errors.New("extproc: an empty hidden-reasoning model pattern")
+		}
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{opts: opts, log: log, m: newMetrics(opts.Registerer)}, nil
+	return &Server{opts: opts, log: log, m: newMetrics(opts.Registerer), reasoning: reasoning}, nil
+}
+
+// hiddenReasoning reports whether model belongs to a family that reasons
+// without streaming it. A provider prefix ("openai/o3") is ignored.
+func (s *Server) hiddenReasoning(model string) bool {
+	base := model
+	for i := len(base) - 1; i >= 0; i-- {
+		if base[i] == '/' {
+			base = base[i+1:]
+			break
+		}
+	}
+	for _, p := range s.reasoning {
+		if matchModel(p, model) || matchModel(p, base) {
+			return true
+		}
+	}
+	return false
+}
+
+// warnObservabilityMode logs, once, that Envoy runs the filter in
+// observability mode: it does not wait for the server's replies, so no
+// limit is enforced.
+func (s *Server) warnObservabilityMode() {
+	if s.warnedObservability.CompareAndSwap(false, true) {
+		s.log.Error("the ext_proc filter runs in observability_mode: Envoy ignores tokenwarden's replies and no limit is enforced; turn observability_mode off")
+	}
 }
 
 // Process handles one HTTP request's stream. Envoy sends messages in
@@ -118,7 +186,7 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 const MaxMessageBytes = 64 << 20
 
 // GRPCServerOptions are the options a grpc.Server hosting this service
-// needs.
+// needs, apart from the server's own (see [Server.ServerOptions]).
 func GRPCServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
@@ -127,4 +195,28 @@ func GRPCServerOptions() []grpc.ServerOption {
 		// settle before the process exits.
 		grpc.WaitForHandlers(true),
 	}
+}
+
+// ServerOptions are GRPCServerOptions plus the interceptor that keeps a
+// panic in one stream from taking the process down.
+func (s *Server) ServerOptions() []grpc.ServerOption {
+	return append(GRPCServerOptions(), grpc.ChainStreamInterceptor(s.recoverStream))
+}
+
+// recoverStream turns a panic in a stream's handler into an Internal
+// error for that stream alone: Envoy answers that one request with its
+// status_on_error (a 500, failing closed), and the process — with every
+// other stream, and the memory store's counters — stays up. The handler
+// has settled its reservation by then (its deferred finish runs while
+// the panic unwinds).
+func (s *Server) recoverStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.m.panics.Inc()
+			s.log.Error("panic in stream handler; failing the stream", "method", info.FullMethod,
+				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			err = status.Error(codes.Internal, "tokenwarden: internal error")
+		}
+	}()
+	return handler(srv, ss)
 }

@@ -66,7 +66,7 @@ func newRig(t *testing.T, limits []accounting.Limit, opts ...rigOption) *rig {
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}
-	return &rig{envoy: envoytest.Start(t, srv, extproc.GRPCServerOptions()...), limiter: lim, store: ao.Store}
+	return &rig{envoy: envoytest.Start(t, srv, srv.ServerOptions()...), limiter: lim, store: ao.Store}
 }
 
 // used returns how much of limit name's counter for attrs is used, by

@@ -68,4 +68,17 @@
 // attribute: a global or per-model counter would otherwise exist once per
 // tag and stop being one limit. For failover without a cluster, use
 // Sentinel ([Options.SentinelMasterName]).
+//
+// # Eviction
+//
+// Every key has a TTL, so a Redis whose maxmemory-policy evicts (any
+// policy but noeviction, the volatile-* ones included) deletes counters
+// when it is full, and a deleted counter is a budget forgotten: an
+// exhausted limit admits a whole new budget. [Store.CheckEviction] reads
+// the policy of every server the Store writes to (INFO memory, which
+// managed services allow where CONFIG is disabled) and returns
+// [ErrEvictionPolicy] unless all of them have noeviction; tokenwarden
+// refuses to start on it and reports it in /readyz. Under noeviction a
+// full Redis refuses writes instead, which the Store reports as
+// [accounting.ErrStoreUnavailable].
 package redisstore

@@ -103,6 +103,9 @@ type Store struct {
 	timeout time.Duration
 	// prefix goes in front of every key: "{HashTag}" or "".
 	prefix string
+	// sentinelMaster is Options.SentinelMasterName, to name the server
+	// in eviction checks (a failover client does not know its address).
+	sentinelMaster string
 
 	// offset (µs) is added to Redis's TIME inside the scripts, and
 	// frozen (µs), when not zero, replaces TIME. Only the package's tests
@@ -139,7 +142,7 @@ func New(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{client: client, owned: true, timeout: timeout, prefix: prefix}, nil
+	return &Store{client: client, owned: true, timeout: timeout, prefix: prefix, sentinelMaster: opts.SentinelMasterName}, nil
 }
 
 // NewFromClient returns a Store on a client the caller built (for a

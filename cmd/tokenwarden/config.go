@@ -20,7 +20,7 @@ import (
 	"github.com/tokenwarden/tokenwarden/extproc"
 )
 
-// Config is the YAML config file (see DESIGN.md and README.md).
+// Config is the YAML config file, documented in README.md.
 type Config struct {
 	Listen     string                 `yaml:"listen"`
 	Admin      string                 `yaml:"admin"`
@@ -41,6 +41,29 @@ type Config struct {
 	// so providers answer uncompressed (compressed answers are decoded
 	// for their usage either way).
 	StripAcceptEncoding bool `yaml:"strip_accept_encoding"`
+	// Settlement configures what a request is charged when its response
+	// reports no usage.
+	Settlement SettlementConfig `yaml:"settlement"`
+	// Azure configures Azure OpenAI deployment paths.
+	Azure AzureConfig `yaml:"azure"`
+}
+
+// SettlementConfig configures settlement without a usage report.
+type SettlementConfig struct {
+	// HiddenReasoningModels are model patterns of models that reason
+	// without streaming their reasoning: without a usage report they are
+	// charged their whole output cap. Unset means the built-in list; []
+	// means none.
+	HiddenReasoningModels *[]string `yaml:"hidden_reasoning_models"`
+	// Background is what happens to Responses API requests with
+	// "background": true: reserve (admitted, charged their whole
+	// reservation) or refuse (400).
+	Background string `yaml:"background"`
+}
+
+// AzureConfig maps Azure OpenAI deployments to models.
+type AzureConfig struct {
+	Deployments map[string]string `yaml:"deployments"`
 }
 
 // StoreConfig selects the counter store.
@@ -65,6 +88,11 @@ type RedisConfig struct {
 	// Sentinel, when MasterName is set, finds the master through
 	// Sentinels; URL then only supplies credentials, TLS and DB.
 	Sentinel SentinelConfig `yaml:"sentinel"`
+	// AllowEviction lets the server start, and /readyz report ready, on a
+	// Redis whose maxmemory-policy is not noeviction. Off by default: a
+	// full Redis under such a policy deletes counters, and an exhausted
+	// budget starts again.
+	AllowEviction bool `yaml:"allow_eviction"`
 }
 
 // SentinelConfig names a Sentinel-monitored master.
@@ -171,6 +199,10 @@ type Settings struct {
 	Grace         time.Duration
 	AdminPprof    bool
 	StripEncoding bool
+	// HiddenReasoning is nil for the built-in list.
+	HiddenReasoning  []string
+	RefuseBackground bool
+	AzureDeployments map[string]string
 }
 
 // StoreSettings is the validated store section.
@@ -183,6 +215,9 @@ type StoreSettings struct {
 	HashTag      string
 	ClusterAddrs []string
 	Sentinel     SentinelConfig
+	// AllowEviction skips the start-up and /readyz check that every Redis
+	// master has maxmemory-policy noeviction.
+	AllowEviction bool
 }
 
 // reservedAttributes are filled in by the server, not by identity sources.
@@ -236,6 +271,9 @@ func (c *Config) validate() (*Settings, error) {
 		return nil, err
 	}
 	if err := c.validateLimits(s); err != nil {
+		return nil, err
+	}
+	if err := c.validateSettlement(s); err != nil {
 		return nil, err
 	}
 	s.LogLevel, s.LogFormat = c.Log.Level, c.Log.Format
@@ -297,7 +335,7 @@ func (c *Config) validateStore(s *Settings) error {
 			return fieldErr("store.redis.hash_tag", "must not contain { or }")
 		}
 		st.URL, st.PoolSize, st.MinIdleConns, st.HashTag, st.Sentinel = r.URL, r.PoolSize, r.MinIdleConns, r.HashTag, r.Sentinel
-		st.ClusterAddrs = r.ClusterAddrs
+		st.ClusterAddrs, st.AllowEviction = r.ClusterAddrs, r.AllowEviction
 	default:
 		return fieldErr("store.type", "%q is not memory or redis", st.Type)
 	}
@@ -510,6 +548,31 @@ func (c *Config) validateLimits(s *Settings) error {
 		}
 		s.Limits = append(s.Limits, l)
 	}
+	return nil
+}
+
+func (c *Config) validateSettlement(s *Settings) error {
+	if p := c.Settlement.HiddenReasoningModels; p != nil {
+		s.HiddenReasoning = append([]string{}, *p...)
+		for i, pat := range *p {
+			if pat == "" {
+				return fieldErr(fmt.Sprintf("settlement.hidden_reasoning_models[%d]", i), "must not be empty")
+			}
+		}
+	}
+	switch c.Settlement.Background {
+	case "", "reserve":
+	case "refuse":
+		s.RefuseBackground = true
+	default:
+		return fieldErr("settlement.background", "%q is not reserve or refuse", c.Settlement.Background)
+	}
+	for d, m := range c.Azure.Deployments {
+		if d == "" || m == "" || strings.Contains(d, "/") {
+			return fieldErr("azure.deployments."+d, "needs a deployment name (no '/') and a model")
+		}
+	}
+	s.AzureDeployments = c.Azure.Deployments
 	return nil
 }
 

@@ -158,3 +158,35 @@ func TestShippedConfigsAreValid(t *testing.T) {
 		}
 	}
 }
+
+// TestParseConfigAllowEviction: allow_eviction is off unless the file
+// turns it on (the zero value is the safe default).
+func TestParseConfigAllowEviction(t *testing.T) {
+	tests := []struct {
+		name   string
+		config string
+		want   bool
+	}{
+		{"unset", "store: {type: redis, redis: {url: 'redis://127.0.0.1:6379/0'}}\n", false},
+		{"false", "store: {type: redis, redis: {url: 'redis://127.0.0.1:6379/0', allow_eviction: false}}\n", false},
+		{"true", "store: {type: redis, redis: {url: 'redis://127.0.0.1:6379/0', allow_eviction: true}}\n", true},
+		{"memory store", "store: {type: memory}\n", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := ParseConfig([]byte(tt.config))
+			if err != nil {
+				t.Fatalf("ParseConfig: %v", err)
+			}
+			if s.Store.AllowEviction != tt.want {
+				t.Errorf("AllowEviction: got %v, want %v", s.Store.AllowEviction, tt.want)
+			}
+			// check-config shows an operator that the check is off.
+			var out strings.Builder
+			printSettings(&out, s)
+			if got := strings.Contains(out.String(), "allow_eviction"); got != tt.want {
+				t.Errorf("check-config mentions allow_eviction: got %v, want %v:\n%s", got, tt.want, out.String())
+			}
+		})
+	}
+}

@@ -146,6 +146,15 @@ func serve(ctx context.Context, s *Settings, stderr io.Writer) error {
 		return err
 	}
 	defer closeStore()
+	ready := &readiness{store: store, log: log}
+	if rs, ok := store.(*redisstore.Store); ok {
+		if err := checkEvictionAtStart(ctx, rs, s.Store.AllowEviction, log); err != nil {
+			return err
+		}
+		if !s.Store.AllowEviction {
+			ready.eviction = rs.CheckEviction
+		}
+	}
 	limiter, err := accounting.New(accounting.Options{
 		Store:        store,
 		Limits:       s.Limits,
@@ -162,15 +171,18 @@ func serve(ctx context.Context, s *Settings, stderr io.Writer) error {
 		return err
 	}
 	srv, err := extproc.NewServer(extproc.Options{
-		Limiter:             limiter,
-		Identity:            s.Identity,
-		Counter:             counter,
-		DefaultOutputCap:    s.OutputCap,
-		InjectOutputCap:     s.InjectCap,
-		InjectStreamUsage:   s.InjectUsage,
-		StripAcceptEncoding: s.StripEncoding,
-		Logger:              log,
-		Registerer:          reg,
+		Limiter:               limiter,
+		Identity:              s.Identity,
+		Counter:               counter,
+		DefaultOutputCap:      s.OutputCap,
+		InjectOutputCap:       s.InjectCap,
+		InjectStreamUsage:     s.InjectUsage,
+		StripAcceptEncoding:   s.StripEncoding,
+		HiddenReasoningModels: s.HiddenReasoning,
+		RefuseBackground:      s.RefuseBackground,
+		AzureDeployments:      s.AzureDeployments,
+		Logger:                log,
+		Registerer:            reg,
 	})
 	if err != nil {
 		return err
@@ -185,14 +197,14 @@ func serve(ctx context.Context, s *Settings, stderr io.Writer) error {
 		grpcLis.Close()
 		return fmt.Errorf("admin: %w", err)
 	}
-	gs := grpc.NewServer(extproc.GRPCServerOptions()...)
+	gs := grpc.NewServer(srv.ServerOptions()...)
 	extprocv3.RegisterExternalProcessorServer(gs, srv)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(extprocv3.ExternalProcessor_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 
-	hsrv := &http.Server{Handler: adminHandler(reg, store, s.AdminPprof), ReadHeaderTimeout: 5 * time.Second}
+	hsrv := &http.Server{Handler: adminHandler(reg, ready, s.AdminPprof), ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 2)
 	go func() { errc <- gs.Serve(grpcLis) }()
 	go func() {
@@ -237,8 +249,8 @@ func serve(ctx context.Context, s *Settings, stderr io.Writer) error {
 }
 
 // adminHandler serves /metrics, /healthz (the process is alive) and
-// /readyz (the store answers).
-func adminHandler(reg *prometheus.Registry, store accounting.Store, withPprof bool) http.Handler {
+// /readyz (the store answers, and a Redis store cannot evict counters).
+func adminHandler(reg *prometheus.Registry, ready *readiness, withPprof bool) http.Handler {
 	mux := http.NewServeMux()
 	if withPprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -253,9 +265,9 @@ func adminHandler(reg *prometheus.Registry, store accounting.Store, withPprof bo
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 		defer cancel()
-		if err := store.Ping(ctx); err != nil {
+		if err := ready.check(ctx); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, "store unreachable:", err)
+			fmt.Fprintln(w, err)
 			return
 		}
 		fmt.Fprintln(w, "ok")
@@ -266,6 +278,9 @@ func adminHandler(reg *prometheus.Registry, store accounting.Store, withPprof bo
 // printSettings prints the effective limits, for check-config.
 func printSettings(w io.Writer, s *Settings) {
 	fmt.Fprintf(w, "config ok\nlisten %s, admin %s, store %s\n", s.Listen, s.Admin, s.Store.Type)
+	if s.Store.Type == "redis" && s.Store.AllowEviction {
+		fmt.Fprintln(w, "store.redis.allow_eviction: true: Redis's maxmemory-policy is not checked; a full Redis under any policy but noeviction resets budgets")
+	}
 	fmt.Fprintf(w, "estimation: tokenizer %s, %.2f chars/token, default output cap %d, inject cap %v, inject stream usage %v\n",
 		s.Tokenizer, s.CharsPerToken, s.OutputCap, s.InjectCap, s.InjectUsage)
 	var req []string

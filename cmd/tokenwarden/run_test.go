@@ -27,9 +27,20 @@ type logSink struct {
 	mu    sync.Mutex
 	buf   bytes.Buffer
 	lines chan map[string]any
+	// msgs counts every record by msg, also those await skipped.
+	msgs map[string]int
 }
 
-func newLogSink() *logSink { return &logSink{lines: make(chan map[string]any, 1000)} }
+func newLogSink() *logSink {
+	return &logSink{lines: make(chan map[string]any, 1000), msgs: map[string]int{}}
+}
+
+// count returns how many records so far had msg as their msg.
+func (l *logSink) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.msgs[msg]
+}
 
 func (l *logSink) Write(p []byte) (int, error) {
 	l.mu.Lock()
@@ -43,6 +54,9 @@ func (l *logSink) Write(p []byte) (int, error) {
 		}
 		var m map[string]any
 		if json.Unmarshal(line, &m) == nil {
+			if msg, ok := m["msg"].(string); ok {
+				l.msgs[msg]++
+			}
 			select {
 			case l.lines <- m:
 			default:

@@ -19,8 +19,12 @@ func TestModelFromPath(t *testing.T) {
 		{Path: "/bedrock/model/amazon.nova-lite-v1:0/converse/", Model: "amazon.nova-lite-v1:0", OK: true},
 		{Path: "/model/amazon.nova-lite-v1:0/invoke"},
 		{Path: "/model//converse"},
-		{Path: "/model/a/b/converse"},
-		{Path: "/model/%zz/converse"},
+		// Decoded, an ARN holds a slash: a model id may hold one too.
+		{Path: "/model/a/b/converse", Model: "a/b", OK: true},
+		// An invalid escape is kept, as lenient servers keep it.
+		{Path: "/model/%zz/converse", Model: "%zz", OK: true},
+		{Path: "/model/m%2Fconverse", Model: "m", OK: true},
+		{Path: "/model/m/converse%2Dstream", Model: "m", Stream: true, OK: true},
 		{Path: "/converse"},
 	})
 }

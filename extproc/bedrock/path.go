@@ -1,8 +1,9 @@
 package bedrock
 
 import (
-	"net/url"
 	"strings"
+
+	"github.com/tokenwarden/tokenwarden/extproc/llm"
 )
 
 // MatchPath reports whether a request path is a Converse or ConverseStream
@@ -13,13 +14,14 @@ func MatchPath(path string) bool {
 	return ok
 }
 
-// ModelFromPath returns the model id a path names, URL-decoded (an ARN
-// arrives as arn%3Aaws%3Abedrock…%2F…), and whether the call streams.
+// ModelFromPath returns the model id a raw request path names and
+// whether the call streams. The path is read as [llm.CleanPath] decodes
+// it, once, so an ARN sent as arn%3Aaws%3Abedrock…%2F… is the model id
+// arn:aws:bedrock…/…: the id is everything between the first "/model/"
+// and the method, slashes included (an inference profile's ARN has one).
+// No ARN resource type is spelt "/model/", so the first one is the path's.
 func ModelFromPath(path string) (model string, stream bool, ok bool) {
-	if i := strings.IndexByte(path, '?'); i >= 0 {
-		path = path[:i]
-	}
-	path = strings.TrimRight(path, "/")
+	path = llm.CleanPath(path)
 	switch {
 	case strings.HasSuffix(path, "/converse"):
 		path = path[:len(path)-len("/converse")]
@@ -28,21 +30,13 @@ func ModelFromPath(path string) (model string, stream bool, ok bool) {
 	default:
 		return "", false, false
 	}
-	var raw string
-	switch i := strings.LastIndex(path, "/model/"); {
-	case i >= 0:
-		raw = path[i+len("/model/"):]
-	case strings.HasPrefix(path, "model/"):
-		raw = path[len("model/"):]
-	default:
+	i := strings.Index(path, "/model/")
+	if i < 0 {
 		return "", false, false
 	}
-	if raw == "" || strings.Contains(raw, "/") {
+	model = path[i+len("/model/"):]
+	if model == "" {
 		return "", false, false
 	}
-	m, err := url.PathUnescape(raw)
-	if err != nil || m == "" {
-		return "", false, false
-	}
-	return m, stream, true
+	return model, stream, true
 }

@@ -5,23 +5,35 @@
 //
 // # What it models
 //
-// It follows ENVOY-EXTPROC.md for Envoy 1.40 with tokenwarden's filter
-// config (request headers SEND, request body BUFFERED, response headers
-// SEND, response body STREAMED, trailers SKIP, allow_mode_override true,
-// failure_mode_allow false):
+// It plays Envoy 1.40's ext_proc filter. By default it has tokenwarden's
+// documented filter config (request headers SEND, request body BUFFERED,
+// response headers SEND, response body STREAMED, trailers SKIP,
+// allow_mode_override true, failure_mode_allow false); [Filter] switches
+// to the other request modes an operator could set by mistake.
 //
 //   - One gRPC stream per request, over a real gRPC connection (bufconn),
-//     opened on the first message, which carries protocol_config.
+//     opened on the first message, which carries protocol_config (the
+//     body modes) unless Filter.NoProtocolConfig.
 //   - Headers are sent as HeaderValue{key (lower-case), raw_value}, with
 //     the pseudo-headers :method, :path, :authority, :scheme (and :status
-//     on responses). end_of_stream on headers means no body message.
-//   - BUFFERED: the whole request body in one message, end_of_stream true,
-//     after the headers reply. A body mutation replaces it; if its length
-//     changes, content-length must be set to match in the same reply, or
-//     the request fails (the strictest reading of Envoy's behaviour).
-//   - STREAMED: response chunks are sent pipelined — without waiting for
-//     replies — and each needs one BodyResponse, in order; a body mutation
-//     replaces that chunk and header mutations are ignored.
+//     on responses). end_of_stream on headers means no body and no
+//     trailers follow.
+//   - BUFFERED: the whole request body in one message after the headers
+//     reply, end_of_stream true — or false when request trailers follow.
+//     A body mutation replaces it; if its length changes, content-length
+//     must be set to match in the same reply, or the request fails (the
+//     strictest reading of Envoy's behaviour).
+//   - BUFFERED_PARTIAL: BUFFERED up to a limit; past it, the first part
+//     with end_of_stream false, and the rest goes upstream unprocessed.
+//   - STREAMED (request or response): chunks are sent pipelined — without
+//     waiting for replies — and each needs one BodyResponse, in order; a
+//     body mutation replaces that chunk (clear_body empties it) and header
+//     mutations are ignored. A request content-length that no longer
+//     matches what the upstream gets fails the request.
+//   - NONE: no body messages; the body goes upstream as it is.
+//   - Request trailers: with request_trailer_mode SEND, a request_trailers
+//     message after the body; with SKIP, none — the trailers go upstream
+//     unseen. Response trailers are not modelled.
 //   - mode_override, only in a headers reply: both body modes are taken
 //     from it (an unset body mode means NONE); header modes left DEFAULT
 //     mean no change.
@@ -39,8 +51,11 @@
 //   - A client disconnect is a cancelled stream: the server sees
 //     codes.Canceled from Recv.
 //
-// It does not model message_timeout, trailers, FULL_DUPLEX_STREAMED,
-// route-cache clearing or Envoy's buffer limits (413).
+// It does not model message_timeout, FULL_DUPLEX_STREAMED, response
+// trailers, route-cache clearing, Envoy's own local replies (a route
+// timeout's 504) or its buffer limits (413). Where it models a behaviour
+// of the real Envoy, the end-to-end tests in envoy/ check the same
+// behaviour against Envoy 1.40 itself.
 package envoytest
 
 import (
@@ -65,6 +80,10 @@ import (
 
 // Envoy is a fake Envoy connected to an ext_proc server.
 type Envoy struct {
+	// Filter is the filter configuration it plays; set it before the
+	// first Do. The zero value is tokenwarden's documented one.
+	Filter Filter
+
 	client extprocv3.ExternalProcessorClient
 	active sync.WaitGroup // server handlers still running
 	remote bool           // the server runs elsewhere: active is not tracked
@@ -135,6 +154,12 @@ type Request struct {
 	// Headers are sent in order; keys are lower-cased.
 	Headers [][2]string
 	Body    []byte
+	// Chunks, when set, is the body as Envoy's data callbacks see it (a
+	// STREAMED body is sent chunk by chunk); Body is then ignored.
+	Chunks [][]byte
+	// Trailers are request trailers (HTTP/2): with them, the body's last
+	// chunk does not end the stream.
+	Trailers [][2]string
 	// Metadata is the dynamic metadata Envoy forwards (metadata_context),
 	// e.g. a jwt_authn payload.
 	Metadata *corev3.Metadata
@@ -142,8 +167,9 @@ type Request struct {
 
 // UpstreamRequest is what reaches the upstream after the filter.
 type UpstreamRequest struct {
-	Header http.Header
-	Body   []byte
+	Header   http.Header
+	Body     []byte
+	Trailers http.Header
 }
 
 // UpstreamResponse is what the upstream answers.
@@ -186,10 +212,72 @@ type Response struct {
 	Metadata map[string]map[string]any
 }
 
+// Filter is the ext_proc filter configuration the test Envoy plays.
+// The zero value is tokenwarden's documented one: request headers SEND,
+// request body BUFFERED, request trailers SKIP, response headers SEND,
+// response body STREAMED, response trailers SKIP. The other settings
+// model operator mistakes and other deployments, so that tests can show
+// what the server does under them.
+type Filter struct {
+	// RequestBody is the request body mode.
+	RequestBody BodyMode
+	// SendRequestTrailers sets request_trailer_mode SEND.
+	SendRequestTrailers bool
+	// SkipRequestHeaders sets request_header_mode SKIP: the server sees
+	// no request headers, and the first message it gets is the body.
+	SkipRequestHeaders bool
+	// PartialLimit is the buffer limit of BufferedPartial; zero means
+	// 1 MiB.
+	PartialLimit int
+	// NoProtocolConfig leaves protocol_config out of the first message,
+	// as Envoys before 1.31 do.
+	NoProtocolConfig bool
+	// ObservabilityMode sets observability_mode on every message (the
+	// test Envoy still waits for replies; the flag is what it models).
+	ObservabilityMode bool
+}
+
+// BodyMode is a request body send mode.
+type BodyMode int
+
+// The request body modes. Buffered is the documented one.
+const (
+	// Buffered: the whole body in one message. end_of_stream is false
+	// when trailers follow.
+	Buffered BodyMode = iota
+	// Streamed: each chunk in its own message, pipelined; a reply's body
+	// mutation replaces that chunk, and its header mutation is ignored.
+	Streamed
+	// BufferedPartial: Buffered up to PartialLimit; a larger body sends
+	// the first PartialLimit bytes (end_of_stream false) and lets the
+	// rest through to the upstream unprocessed.
+	BufferedPartial
+	// None: no body message; the body goes to the upstream as it is.
+	None
+	// FullDuplex: FULL_DUPLEX_STREAMED, not modelled beyond announcing
+	// it: a request that gets this far fails.
+	FullDuplex
+)
+
+func (m BodyMode) proto() filterv3.ProcessingMode_BodySendMode {
+	switch m {
+	case Streamed:
+		return filterv3.ProcessingMode_STREAMED
+	case BufferedPartial:
+		return filterv3.ProcessingMode_BUFFERED_PARTIAL
+	case None:
+		return filterv3.ProcessingMode_NONE
+	case FullDuplex:
+		return filterv3.ProcessingMode_FULL_DUPLEX_STREAMED
+	}
+	return filterv3.ProcessingMode_BUFFERED
+}
+
 // modes is the filter's processing mode for one request.
 type modes struct {
 	requestBody, responseBody filterv3.ProcessingMode_BodySendMode
 	responseHeaders           bool
+	requestTrailers           bool
 }
 
 // Do sends req through the filter to upstream and returns what the client
@@ -208,10 +296,11 @@ func (e *Envoy) Do(ctx context.Context, req Request, upstream Upstream) *Respons
 		return failure(fmt.Errorf("opening stream: %w", err))
 	}
 	x := &exchange{stream: stream, m: modes{
-		requestBody:     filterv3.ProcessingMode_BUFFERED,
+		requestBody:     e.Filter.RequestBody.proto(),
 		responseBody:    filterv3.ProcessingMode_STREAMED,
 		responseHeaders: true,
-	}, first: true, metadata: req.Metadata}
+		requestTrailers: e.Filter.SendRequestTrailers,
+	}, f: e.Filter, first: true, metadata: req.Metadata}
 	resp := x.run(req, upstream, cancel)
 	resp.Metadata = x.written
 	if resp.Err == nil && !resp.Cut {
@@ -227,6 +316,7 @@ func failure(err error) *Response {
 type exchange struct {
 	stream   extprocv3.ExternalProcessor_ProcessClient
 	m        modes
+	f        Filter
 	first    bool
 	metadata *corev3.Metadata
 	written  map[string]map[string]any // dynamic metadata from the server
@@ -248,12 +338,15 @@ func (x *exchange) recordMetadata(r *extprocv3.ProcessingResponse) {
 
 func (x *exchange) send(r *extprocv3.ProcessingRequest) error {
 	if x.first {
-		r.ProtocolConfig = &extprocv3.ProtocolConfiguration{
-			RequestBodyMode:  filterv3.ProcessingMode_BUFFERED,
-			ResponseBodyMode: filterv3.ProcessingMode_STREAMED,
+		if !x.f.NoProtocolConfig {
+			r.ProtocolConfig = &extprocv3.ProtocolConfiguration{
+				RequestBodyMode:  x.m.requestBody,
+				ResponseBodyMode: filterv3.ProcessingMode_STREAMED,
+			}
 		}
 		x.first = false
 	}
+	r.ObservabilityMode = x.f.ObservabilityMode
 	r.MetadataContext = x.metadata
 	return x.stream.Send(r)
 }
@@ -286,6 +379,8 @@ func (x *exchange) recv(kind string) (*extprocv3.ProcessingResponse, error) {
 		ok = r.GetResponseHeaders() != nil
 	case "response_body":
 		ok = r.GetResponseBody() != nil
+	case "request_trailers":
+		ok = r.GetRequestTrailers() != nil
 	}
 	if !ok {
 		return nil, fmt.Errorf("spurious reply: got %T, want a %s reply", r.Response, kind)
@@ -306,62 +401,68 @@ func (x *exchange) run(req Request, upstream Upstream, disconnect context.Cancel
 	for _, h := range req.Headers {
 		hdr.add(h[0], h[1])
 	}
-	if len(req.Body) > 0 && !hdr.has("content-length") {
-		hdr.add("content-length", strconv.Itoa(len(req.Body)))
+	chunks := req.Chunks
+	if chunks == nil && len(req.Body) > 0 {
+		chunks = [][]byte{req.Body}
 	}
-	noBody := len(req.Body) == 0
+	var whole []byte
+	for _, c := range chunks {
+		whole = append(whole, c...)
+	}
+	if len(whole) > 0 && !hdr.has("content-length") {
+		hdr.add("content-length", strconv.Itoa(len(whole)))
+	}
+	trailers := len(req.Trailers) > 0
 
 	// Request headers.
-	if err := x.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
-		RequestHeaders: &extprocv3.HttpHeaders{Headers: hdr.proto(), EndOfStream: noBody}}}); err != nil {
-		return failure(err)
-	}
-	r, err := x.recv("request_headers")
-	if err != nil {
-		return x.ended(err)
-	}
-	if err := x.override(r.ModeOverride); err != nil {
-		return failure(err)
-	}
-	if err := hdr.apply(r.GetRequestHeaders().GetResponse().GetHeaderMutation()); err != nil {
-		return failure(err)
-	}
-
-	// Request body.
-	body := req.Body
-	if !noBody && x.m.requestBody != filterv3.ProcessingMode_NONE {
-		if x.m.requestBody != filterv3.ProcessingMode_BUFFERED {
-			return failure(fmt.Errorf("envoytest models only BUFFERED request bodies, got %v", x.m.requestBody))
-		}
-		if err := x.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
-			RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true}}}); err != nil {
+	if !x.f.SkipRequestHeaders {
+		if err := x.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
+			RequestHeaders: &extprocv3.HttpHeaders{Headers: hdr.proto(), EndOfStream: len(whole) == 0 && !trailers}}}); err != nil {
 			return failure(err)
 		}
-		r, err := x.recv("request_body")
+		r, err := x.recv("request_headers")
 		if err != nil {
 			return x.ended(err)
 		}
-		common := r.GetRequestBody().GetResponse()
-		if err := hdr.apply(common.GetHeaderMutation()); err != nil {
+		if err := x.override(r.ModeOverride); err != nil {
 			return failure(err)
 		}
-		if bm := common.GetBodyMutation(); bm != nil {
-			switch m := bm.Mutation.(type) {
-			case *extprocv3.BodyMutation_Body:
-				body = m.Body
-			case *extprocv3.BodyMutation_ClearBody:
-				body = nil
-			default:
-				return failure(fmt.Errorf("body mutation %T is not valid in BUFFERED mode", bm.Mutation))
-			}
-			if cl, ok := hdr.get("content-length"); ok && cl != strconv.Itoa(len(body)) {
-				return failure(fmt.Errorf("content-length %s does not match the mutated body's %d bytes", cl, len(body)))
-			}
+		if err := hdr.apply(r.GetRequestHeaders().GetResponse().GetHeaderMutation()); err != nil {
+			return failure(err)
 		}
 	}
 
+	// Request body.
+	body, err := x.requestBody(hdr, chunks, whole, trailers)
+	if err != nil {
+		return x.ended(err)
+	}
+
+	// Request trailers.
+	var upTrailers http.Header
+	if trailers {
+		th := newHeaders()
+		for _, h := range req.Trailers {
+			th.add(h[0], h[1])
+		}
+		if x.m.requestTrailers {
+			if err := x.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestTrailers{
+				RequestTrailers: &extprocv3.HttpTrailers{Trailers: th.proto()}}}); err != nil {
+				return failure(err)
+			}
+			r, err := x.recv("request_trailers")
+			if err != nil {
+				return x.ended(err)
+			}
+			if err := th.apply(r.GetRequestTrailers().GetHeaderMutation()); err != nil {
+				return failure(err)
+			}
+		}
+		upTrailers = th.http()
+	}
+
 	// The upstream.
-	ur := &UpstreamRequest{Header: hdr.http(), Body: body}
+	ur := &UpstreamRequest{Header: hdr.http(), Body: body, Trailers: upTrailers}
 	up := upstream(ur)
 	out := &Response{Upstream: ur, Header: http.Header{}}
 	if up.CutBeforeHeaders {
@@ -449,6 +550,104 @@ func (x *exchange) run(req Request, upstream Upstream, disconnect context.Cancel
 		out.Cut = true
 	}
 	return out
+}
+
+// requestBody sends the request body in the current mode and returns
+// what the upstream receives of it.
+func (x *exchange) requestBody(hdr *headers, chunks [][]byte, whole []byte, trailers bool) ([]byte, error) {
+	if len(whole) == 0 {
+		return nil, nil
+	}
+	switch x.m.requestBody {
+	case filterv3.ProcessingMode_NONE:
+		return whole, nil
+	case filterv3.ProcessingMode_STREAMED:
+		return x.streamedBody(hdr, chunks, trailers)
+	case filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_BUFFERED_PARTIAL:
+	default:
+		return nil, fmt.Errorf("envoytest does not model request body mode %v", x.m.requestBody)
+	}
+	sent, rest, eos := whole, []byte(nil), !trailers
+	if x.m.requestBody == filterv3.ProcessingMode_BUFFERED_PARTIAL {
+		limit := x.f.PartialLimit
+		if limit <= 0 {
+			limit = 1 << 20
+		}
+		if len(whole) > limit {
+			sent, rest, eos = whole[:limit], whole[limit:], false
+		}
+	}
+	if err := x.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
+		RequestBody: &extprocv3.HttpBody{Body: sent, EndOfStream: eos}}}); err != nil {
+		return nil, err
+	}
+	r, err := x.recv("request_body")
+	if err != nil {
+		return nil, err
+	}
+	common := r.GetRequestBody().GetResponse()
+	if err := hdr.apply(common.GetHeaderMutation()); err != nil {
+		return nil, err
+	}
+	body := sent
+	if bm := common.GetBodyMutation(); bm != nil {
+		switch m := bm.Mutation.(type) {
+		case *extprocv3.BodyMutation_Body:
+			body = m.Body
+		case *extprocv3.BodyMutation_ClearBody:
+			body = nil
+		default:
+			return nil, fmt.Errorf("body mutation %T is not valid in BUFFERED mode", bm.Mutation)
+		}
+		if cl, ok := hdr.get("content-length"); ok && rest == nil && cl != strconv.Itoa(len(body)) {
+			return nil, fmt.Errorf("content-length %s does not match the mutated body's %d bytes", cl, len(body))
+		}
+	}
+	return append(append([]byte(nil), body...), rest...), nil
+}
+
+// streamedBody sends a STREAMED request body, pipelined, and returns what
+// the upstream receives: each chunk as its reply leaves it. A reply's
+// header mutation is ignored; a content-length that no longer matches
+// the body fails the request, as an upstream codec would.
+func (x *exchange) streamedBody(hdr *headers, chunks [][]byte, trailers bool) ([]byte, error) {
+	sendErr := make(chan error, 1)
+	go func() {
+		for i, c := range chunks {
+			err := x.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
+				RequestBody: &extprocv3.HttpBody{Body: c, EndOfStream: i == len(chunks)-1 && !trailers}}})
+			if err != nil {
+				sendErr <- err
+				return
+			}
+		}
+		sendErr <- nil
+	}()
+	var body []byte
+	for _, c := range chunks {
+		r, err := x.recv("request_body")
+		if err != nil {
+			return nil, err
+		}
+		if bm := r.GetRequestBody().GetResponse().GetBodyMutation(); bm != nil {
+			switch m := bm.Mutation.(type) {
+			case *extprocv3.BodyMutation_Body:
+				c = m.Body
+			case *extprocv3.BodyMutation_ClearBody:
+				c = nil
+			default:
+				return nil, fmt.Errorf("body mutation %T is not valid in STREAMED mode", bm.Mutation)
+			}
+		}
+		body = append(body, c...)
+	}
+	if err := <-sendErr; err != nil {
+		return nil, err
+	}
+	if cl, ok := hdr.get("content-length"); ok && cl != strconv.Itoa(len(body)) {
+		return nil, fmt.Errorf("content-length %s does not match the %d body bytes the upstream got", cl, len(body))
+	}
+	return body, nil
 }
 
 // ended turns an error awaiting a reply into the client's response.

@@ -18,6 +18,11 @@ func TestMatchPath(t *testing.T) {
 		{Path: "/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-flash:generateContent", Model: "gemini-2.5-flash", OK: true},
 		{Path: "/v1beta/tunedModels/my-tuned-model:generateContent", Model: "my-tuned-model", OK: true},
 		{Path: "/gemini/v1beta/models/gemini%2D2.5:generateContent/", Model: "gemini-2.5", OK: true},
+		{Path: "/v1beta/models/gemini-2.0-flash%3AgenerateContent", Model: "gemini-2.0-flash", OK: true},
+		{Path: "/v1beta/models/gemini-2.0-flash%3astreamGenerateContent?alt=sse", Model: "gemini-2.0-flash", Stream: true, OK: true},
+		{Path: "/v1beta/models%2Fgemini-2.0-flash%3AgenerateContent", Model: "gemini-2.0-flash", OK: true},
+		// Decoded once, as the upstream decodes it: "%3A" is not a colon.
+		{Path: "/v1beta/models/m%253AgenerateContent"},
 		{Path: "/v1beta/models/gemini-2.5-flash:countTokens"},
 		{Path: "/v1beta/models/:generateContent"},
 		{Path: "/v1beta/files/x:generateContent"},

@@ -1,8 +1,9 @@
 package gemini
 
 import (
-	"net/url"
 	"strings"
+
+	"github.com/tokenwarden/tokenwarden/extproc/llm"
 )
 
 const (
@@ -14,21 +15,16 @@ const (
 // streamGenerateContent call on a model (…/models/{model}:method, with or
 // without a query string), as the Gemini API and Vertex AI spell it.
 func MatchPath(path string) bool {
-	_, _, ok := parsePath(path)
+	_, _, ok := ModelFromPath(path)
 	return ok
 }
 
-// ModelFromPath returns the model a path names, unescaped, and whether the
-// call streams.
+// ModelFromPath returns the model a raw request path names and whether
+// the call streams. The path is read as [llm.CleanPath] decodes it, once:
+// /v1beta/models/m%3AgenerateContent is the generateContent method, as
+// Google's front end serves it.
 func ModelFromPath(path string) (model string, stream bool, ok bool) {
-	return parsePath(path)
-}
-
-func parsePath(path string) (model string, stream bool, ok bool) {
-	if i := strings.IndexByte(path, '?'); i >= 0 {
-		path = path[:i]
-	}
-	path = strings.TrimRight(path, "/")
+	path = llm.CleanPath(path)
 	switch {
 	case strings.HasSuffix(path, generateSuffix):
 		path = path[:len(path)-len(generateSuffix)]
@@ -42,12 +38,8 @@ func parsePath(path string) (model string, stream bool, ok bool) {
 		return "", false, false
 	}
 	model, parent := path[i+1:], path[:i]
-	if !strings.HasSuffix(parent, "/models") && !strings.HasSuffix(parent, "/tunedModels") &&
-		parent != "models" && parent != "tunedModels" {
+	if !strings.HasSuffix(parent, "/models") && !strings.HasSuffix(parent, "/tunedModels") {
 		return "", false, false
-	}
-	if m, err := url.PathUnescape(model); err == nil {
-		model = m
 	}
 	if model == "" {
 		return "", false, false

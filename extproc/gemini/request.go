@@ -44,7 +44,7 @@ func field(v gjson.Result, camel, snake string) gjson.Result {
 // ParseRequest implements llm.API. The model and streaming come from the
 // path.
 func (GenerateContent) ParseRequest(path string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
-	req, err := llm.NewPathRequest(path, body, parsePath)
+	req, err := llm.NewPathRequest(path, body, ModelFromPath)
 	if err != nil {
 		return req, err
 	}

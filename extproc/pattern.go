@@ -1,0 +1,34 @@
+package extproc
+
+import "strings"
+
+// matchModel reports whether model matches pattern, in which '*' matches
+// any run of characters (slashes included: model names carry provider
+// prefixes) and everything else matches itself.
+func matchModel(pattern, model string) bool {
+	first := true
+	for {
+		star := strings.IndexByte(pattern, '*')
+		if star < 0 {
+			if first {
+				return pattern == model
+			}
+			return strings.HasSuffix(model, pattern)
+		}
+		lit := pattern[:star]
+		if first {
+			if !strings.HasPrefix(model, lit) {
+				return false
+			}
+			model = model[len(lit):]
+		} else {
+			i := strings.Index(model, lit)
+			if i < 0 {
+				return false
+			}
+			model = model[i+len(lit):]
+		}
+		pattern = pattern[star+1:]
+		first = false
+	}
+}

@@ -1,0 +1,270 @@
+package extproc
+
+import (
+	"errors"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/extproc/llm"
+)
+
+// Header names removed from requests; never modified.
+var (
+	acceptEncoding = []string{"accept-encoding"}
+	contentLength  = []string{"content-length"}
+	// bothLengths removes accept-encoding and content-length.
+	bothLengths = []string{"accept-encoding", "content-length"}
+)
+
+func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata) (*extprocv3.ProcessingResponse, bool) {
+	if st.headersSeen {
+		return st.outOfOrder("request headers")
+	}
+	st.headersSeen = true
+	st.path, _ = headerValue(h, ":path")
+	st.target = st.s.classify(st.path)
+	api := st.target.api
+	attrs, err := st.s.opts.Identity.resolve(func(k string) (string, bool) { return headerValue(h, k) }, md)
+	if err != nil {
+		var ie *identityError
+		if errors.As(err, &ie) && ie.missing != "" {
+			st.count(api, "unauthenticated")
+			return unauthenticated(api, err.Error()), true
+		}
+		st.count(api, "bad_request")
+		return badRequest(api, err.Error()), true
+	}
+	st.attrs = attrs
+	// Any request with a body on an LLM API path is metered, whatever its
+	// method: what the upstream does with a body is not ours to guess.
+	if api != nil && !h.EndOfStream {
+		st.metered = true
+		hr := &extprocv3.HeadersResponse{}
+		remove := st.removeRequestHeaders()
+		switch st.bodyMode {
+		case filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_BUFFERED_PARTIAL, filterv3.ProcessingMode_STREAMED:
+		default:
+			// NONE sends no body to meter; FULL_DUPLEX_STREAMED passes
+			// chunks on without waiting for a decision.
+			st.count(api, "misconfigured")
+			st.s.log.Error("metered request with an unsupported request_body_mode; refusing it",
+				"api", api.Name(), "mode", st.bodyMode.String())
+			return misconfigured(api, "the filter's request_body_mode is "+st.bodyMode.String()+", not BUFFERED"), true
+		}
+		if remove != nil {
+			hr.Response = &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: remove}}
+		}
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: hr}}, false
+	}
+
+	// Not an LLM call: count it as a request now, and ask Envoy not to
+	// send either body (an override sets both body modes).
+	st.target.api = nil
+	st.attrs = append(st.attrs, accounting.Attribute{Name: "api", Value: "other"})
+	if resp, done := st.reserve(accounting.Request{Attributes: st.attrs, RequestsOnly: true}); done {
+		return resp, true
+	}
+	return &extprocv3.ProcessingResponse{
+		Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{}},
+		ModeOverride: &filterv3.ProcessingMode{
+			RequestBodyMode:  filterv3.ProcessingMode_NONE,
+			ResponseBodyMode: filterv3.ProcessingMode_NONE,
+		},
+	}, false
+}
+
+// removeRequestHeaders returns the headers to remove from a metered
+// request: accept-encoding when configured, and content-length for a
+// STREAMED body, whose length the decision may change in a chunk reply
+// that cannot set headers.
+func (st *stream) removeRequestHeaders() []string {
+	strip := st.s.opts.StripAcceptEncoding
+	streamed := st.bodyMode == filterv3.ProcessingMode_STREAMED
+	switch {
+	case strip && streamed:
+		return bothLengths
+	case strip:
+		return acceptEncoding
+	case streamed:
+		return contentLength
+	}
+	return nil
+}
+
+func (st *stream) requestBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
+	switch {
+	case !st.headersSeen:
+		st.count(nil, "misconfigured")
+		st.s.log.Error("request body without request headers; set processing_mode.request_header_mode SEND")
+		return misconfigured(nil, "the filter did not send the request headers"), true
+	case st.trailersSeen:
+		return st.outOfOrder("request body after the request trailers")
+	case !st.metered:
+		return continueRequestBody, false
+	case st.decided:
+		if len(b.Body) > 0 {
+			// The body was complete when it was reserved; more of it
+			// would reach the upstream unmetered.
+			st.count(st.target.api, "bad_request")
+			return badRequest(st.target.api, "request body continued after it was complete"), true
+		}
+		return continueRequestBody, false
+	}
+	if len(st.body)+len(b.Body) > maxRequestBody {
+		st.count(st.target.api, "bad_request")
+		return badRequest(st.target.api, "request body too large"), true
+	}
+	switch st.bodyMode {
+	case filterv3.ProcessingMode_STREAMED:
+		st.body = append(st.body, b.Body...)
+		if !b.EndOfStream {
+			// Hold the chunk: the upstream gets the body only once it
+			// is reserved, in the reply to its last chunk.
+			st.held = true
+			return holdRequestBody, false
+		}
+	case filterv3.ProcessingMode_BUFFERED_PARTIAL:
+		if !b.EndOfStream {
+			// Envoy sends what fits in its buffer and lets the rest
+			// through without waiting: the whole body cannot be held.
+			st.count(st.target.api, "bad_request")
+			return badRequest(st.target.api, "request body is larger than the proxy buffers for metering"), true
+		}
+		st.body = append(st.body, b.Body...)
+	default:
+		// BUFFERED: this one message is the whole body. end_of_stream
+		// is false when request trailers follow; waiting for a later
+		// message would let the request through unmetered when Envoy
+		// skips the trailers.
+		if st.body == nil {
+			st.body = b.Body
+		} else {
+			st.body = append(st.body, b.Body...)
+		}
+	}
+	body := st.body
+	st.body = nil
+	return st.decide(body)
+}
+
+// requestTrailers answers the request's trailers. A metered request is
+// decided on its body; trailers before that (a STREAMED body whose last
+// chunk did not end the stream, or no body at all) cannot carry the
+// body the upstream needs, so the request is refused.
+func (st *stream) requestTrailers() (*extprocv3.ProcessingResponse, bool) {
+	switch {
+	case !st.headersSeen:
+		st.count(nil, "misconfigured")
+		return misconfigured(nil, "the filter did not send the request headers"), true
+	case st.trailersSeen:
+		return st.outOfOrder("request trailers")
+	case st.metered && !st.decided:
+		st.count(st.target.api, "bad_request")
+		return badRequest(st.target.api, "request trailers are not supported with a streamed request body"), true
+	}
+	st.trailersSeen = true
+	return continueRequestTrailers, false
+}
+
+// decide estimates and reserves a metered request's complete body, and
+// releases it to the upstream (edited, and in place of held chunks), or
+// ends the request.
+func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
+	api := st.target.api
+	if !utf8.Valid(body) {
+		st.count(api, "bad_request")
+		return badRequest(api, "request body is not valid UTF-8"), true
+	}
+	o := &st.s.opts
+	req, err := api.ParseRequest(st.path, body, llm.ParseOptions{Counter: o.Counter, DefaultOutputCap: o.DefaultOutputCap, Model: st.target.model})
+	if err != nil {
+		st.count(api, "bad_request")
+		return badRequest(api, "Invalid request: "+err.Error()), true
+	}
+	if st.target.model != "" {
+		// The path names the model (an Azure deployment): the provider
+		// serves that one, whatever the body says.
+		req.Model = st.target.model
+	}
+	if req.Background && o.RefuseBackground {
+		st.count(api, "bad_request")
+		return badRequest(api, "Invalid request: background responses are not allowed here: their usage cannot be metered"), true
+	}
+	st.req = req
+	st.attrs = append(st.attrs,
+		accounting.Attribute{Name: "model", Value: req.Model},
+		accounting.Attribute{Name: "api", Value: api.Name()})
+	est := req.Estimate()
+	if resp, done := st.reserve(accounting.Request{Attributes: st.attrs, Model: req.Model, Estimate: est}); done {
+		return resp, true
+	}
+	st.decided = true
+	st.s.m.tokens.WithLabelValues(api.Name(), "estimated").Add(float64(est.Total()))
+
+	br := &extprocv3.BodyResponse{}
+	// The estimate goes in the metadata now, so that a request that never
+	// completes is still logged with it; Envoy merges the actual figures
+	// written at settlement into the same namespace.
+	resp := &extprocv3.ProcessingResponse{
+		Response:        &extprocv3.ProcessingResponse_RequestBody{RequestBody: br},
+		DynamicMetadata: st.metadata(map[string]*structpb.Value{"decision": structpb.NewStringValue("admitted")}),
+	}
+	edited, err := api.Inject(body, &st.req, llm.InjectOptions{OutputCap: o.InjectOutputCap, StreamUsage: o.InjectStreamUsage})
+	if err != nil {
+		// The body parsed, so an edit cannot fail; if it does, forward
+		// the original: the reservation already bounds the charge.
+		st.s.log.Warn("request body edit failed", "api", api.Name(), "err", err)
+	}
+	if edited == nil && st.held {
+		edited = body
+	}
+	if edited != nil {
+		br.Response = &extprocv3.CommonResponse{
+			HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{
+				setHeader("content-length", strconv.Itoa(len(edited)))}},
+			BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: edited}},
+		}
+		if st.bodyMode == filterv3.ProcessingMode_STREAMED {
+			// A chunk reply cannot set headers; content-length was
+			// removed with the request headers.
+			br.Response.HeaderMutation = nil
+		}
+	}
+	return resp, false
+}
+
+// reserve runs the limiter. On anything but an admission it returns the
+// reply that ends the request, and done.
+func (st *stream) reserve(req accounting.Request) (resp *extprocv3.ProcessingResponse, done bool) {
+	api := st.target.api
+	start := time.Now()
+	res, err := st.s.opts.Limiter.Reserve(st.ctx, req)
+	st.s.m.decision.Observe(time.Since(start).Seconds())
+	if err != nil {
+		st.s.log.Error("reservation failed", "api", apiName(api), "err", err)
+		st.count(api, "unavailable")
+		return unavailable(api), true
+	}
+	if !res.Admitted {
+		st.count(api, "rejected")
+		st.s.log.Debug("rejected", "api", apiName(api), "limit", res.Trip.Limit.Name,
+			"requested", res.Trip.Requested, "retry_after", res.Trip.RetryAfter, "never_fits", res.Trip.NeverFits)
+		resp := rejection(api, res)
+		resp.DynamicMetadata = namespaced(map[string]*structpb.Value{
+			"decision":        structpb.NewStringValue("rejected"),
+			"limit":           structpb.NewStringValue(res.Trip.Limit.Name),
+			"estimate_tokens": structpb.NewNumberValue(float64(res.Estimate.Total())),
+		})
+		return resp, true
+	}
+	st.res = res
+	st.count(api, "admitted")
+	return nil, false
+}

@@ -1,0 +1,89 @@
+package extproc
+
+import (
+	"strconv"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/tokenwarden/tokenwarden/extproc/contentcoding"
+	"github.com/tokenwarden/tokenwarden/extproc/llm"
+)
+
+func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, bool) {
+	if resp, last := st.checkMetered(); last {
+		return resp, true
+	}
+	if st.responseSeen {
+		return st.outOfOrder("response headers")
+	}
+	st.responseSeen = true
+	if s, ok := headerValue(h, ":status"); ok {
+		st.status, _ = strconv.Atoi(s)
+	}
+	hr := &extprocv3.HeadersResponse{}
+	resp := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: hr}}
+	if st.res == nil {
+		return resp, false
+	}
+	// The provider's rate-limit headers describe its whole account, not
+	// this caller: remove all of them, then set the caller's (Envoy
+	// applies removals first). Ours are removed too, by name, in case the
+	// upstream sent some that no limit of this request sets.
+	remove := providerRateLimitHeaders(h)
+	hr.Response = &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
+		RemoveHeaders: remove,
+		SetHeaders:    rateLimitHeaders(&st.res.Dims, nil),
+	}}
+	api := st.target.api
+	if api != nil && st.ok() {
+		ct, _ := headerValue(h, "content-type")
+		reader := api.NewUsageReader(&st.req, ct, llm.ReaderOptions{Counter: st.s.opts.Counter, MaxBuffer: st.s.opts.MaxBuffer})
+		if enc, _ := headerValue(h, "content-encoding"); enc != "" && enc != "identity" {
+			// Bytes go to the client untouched; the reader sees them
+			// decoded, incrementally.
+			dec, err := contentcoding.NewDecoder(enc, reader.Write, maxDecoded)
+			if err != nil {
+				st.s.log.Warn("response encoding not supported; settling on the reservation", "api", api.Name(), "err", err)
+				st.unreadable = true
+			} else {
+				st.reader, st.decoder = reader, dec
+			}
+		} else {
+			st.reader = reader
+		}
+	}
+	if h.EndOfStream || api == nil {
+		resp.DynamicMetadata = st.settle(true)
+	}
+	return resp, false
+}
+
+func (st *stream) ok() bool { return st.status >= 200 && st.status < 300 }
+
+func (st *stream) responseBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
+	if resp, last := st.checkMetered(); last {
+		return resp, true
+	}
+	if st.reader != nil && len(b.Body) > 0 {
+		if st.decoder != nil {
+			// An error (corrupt data, the size bound) stops decoding; the
+			// settlement then uses what was read before it.
+			_ = st.decoder.Write(b.Body)
+		} else {
+			st.reader.Write(b.Body)
+		}
+	}
+	if !b.EndOfStream {
+		return continueResponseBody, false
+	}
+	// Settle before this reply: once the client has the whole response,
+	// the counters already show it.
+	md := st.settle(true)
+	if md == nil {
+		return continueResponseBody, false
+	}
+	return &extprocv3.ProcessingResponse{
+		Response:        &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{}},
+		DynamicMetadata: md,
+	}, false
+}

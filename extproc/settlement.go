@@ -1,0 +1,89 @@
+package extproc
+
+import "github.com/tokenwarden/tokenwarden/accounting"
+
+// Basis is what a settlement's charge rests on. It is the value of the
+// settled_on metadata field and of the basis label of
+// tokenwarden_settlement_basis_total.
+type Basis string
+
+const (
+	// BasisUsage is the usage the provider reported.
+	BasisUsage Basis = "usage"
+	// BasisEstimate is the input estimate plus the output observed in a
+	// streamed response that reported no usage (cut short, or a provider
+	// that reports none): what reached the client is what was generated,
+	// give or take the chunk in flight.
+	BasisEstimate Basis = "estimate"
+	// BasisReserved keeps the whole reservation — the input estimate and
+	// the output cap — where what was generated cannot be seen: no
+	// response at all after the request was forwarded, a non-streamed
+	// reply cut short, an unreadable encoding, hidden reasoning, a
+	// background response. The provider may have billed up to the cap,
+	// and a limiter errs on the side of the budget.
+	BasisReserved Basis = "reserved"
+	// BasisRefused is an upstream's non-2xx reply: no tokens, no cost
+	// (the requests dimension keeps its 1).
+	BasisRefused Basis = "refused"
+	// BasisRequest is a request that is not an LLM call: only the
+	// requests dimension was reserved, and it stands.
+	BasisRequest Basis = "request"
+)
+
+// outcome is everything a settlement is decided on: what the request
+// was, and what was seen of its response.
+type outcome struct {
+	// metered: an LLM API call, reserved on its estimate.
+	metered bool
+	// status is the response's :status; 0 when no response headers came.
+	status int
+	// complete: the response ended normally (its last message arrived),
+	// rather than by a cut stream or a client that went away.
+	complete bool
+	// usage is the provider's report, when hasUsage.
+	usage    accounting.Usage
+	hasUsage bool
+	// observed is the output counted in the response so far.
+	observed int64
+	// unreadable: a response encoding the server cannot decode.
+	unreadable bool
+	// streamed: the request asked for a streamed response, whose output
+	// reaches the client as it is generated.
+	streamed bool
+	// hiddenReasoning: the model reasons without streaming its reasoning
+	// in full (by the request, or by the model's family).
+	hiddenReasoning bool
+	// background: a Responses API background request.
+	background bool
+	// estimate is the reservation's estimate.
+	estimate accounting.Estimate
+}
+
+// settlement decides what a finished request is charged, and on what
+// basis. It is the whole settlement policy, apart from any transport.
+func settlement(o outcome) (accounting.Usage, Basis) {
+	reserved := accounting.Usage{InputTokens: o.estimate.InputTokens, OutputTokens: max(o.estimate.OutputTokens, o.observed)}
+	switch {
+	case !o.metered:
+		return accounting.Usage{}, BasisRequest
+	case o.status == 0:
+		// Forwarded, and no answer came back (the client left first, or
+		// Envoy's own timeout or reset ended the request): the provider
+		// may have generated, and billed, all of it.
+		return reserved, BasisReserved
+	case o.status < 200 || o.status > 299:
+		return accounting.Usage{}, BasisRefused
+	case o.hasUsage:
+		return o.usage.Clamp(), BasisUsage
+	case o.unreadable, o.background, o.hiddenReasoning:
+		// Background: the generation runs on after this reply, and its
+		// usage is only on a later GET. Hidden reasoning: the reasoning
+		// tokens never show in the stream.
+		return reserved, BasisReserved
+	case !o.streamed && !o.complete:
+		// A non-streamed reply is generated in full before its headers
+		// are sent: a cut body says nothing about what was billed.
+		return reserved, BasisReserved
+	}
+	return accounting.Usage{InputTokens: o.estimate.InputTokens, OutputTokens: o.observed}.Clamp(), BasisEstimate
+}

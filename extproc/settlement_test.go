@@ -1,0 +1,87 @@
+package extproc
+
+import (
+	"testing"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+)
+
+func TestSettlement(t *testing.T) {
+	est := accounting.Estimate{InputTokens: 100, OutputTokens: 1000}
+	reported := accounting.Usage{InputTokens: 90, CachedInputTokens: 50, OutputTokens: 20}
+	reserved := accounting.Usage{InputTokens: 100, OutputTokens: 1000}
+	tests := []struct {
+		name      string
+		o         outcome
+		want      accounting.Usage
+		wantBasis Basis
+	}{
+		{"not an LLM call", outcome{status: 200}, accounting.Usage{}, BasisRequest},
+		{"usage reported", outcome{metered: true, status: 200, complete: true, hasUsage: true, usage: reported, streamed: true}, reported, BasisUsage},
+		{"usage reported by a cut stream", outcome{metered: true, status: 200, hasUsage: true, usage: reported, observed: 5, streamed: true}, reported, BasisUsage},
+		{"usage wins over hidden reasoning", outcome{metered: true, status: 200, complete: true, hasUsage: true, usage: reported, hiddenReasoning: true}, reported, BasisUsage},
+		{"absurd usage is clamped", outcome{metered: true, status: 200, complete: true, hasUsage: true,
+			usage: accounting.Usage{InputTokens: 1 << 62, CachedInputTokens: -4, OutputTokens: -1}},
+			accounting.Usage{InputTokens: accounting.MaxTokens}, BasisUsage},
+		{"upstream refused", outcome{metered: true, status: 429, complete: true}, accounting.Usage{}, BasisRefused},
+		{"upstream failed", outcome{metered: true, status: 503, complete: true}, accounting.Usage{}, BasisRefused},
+		{"no response at all", outcome{metered: true, observed: 0}, reserved, BasisReserved},
+		{"streamed, cut, no usage", outcome{metered: true, status: 200, streamed: true, observed: 40}, accounting.Usage{InputTokens: 100, OutputTokens: 40}, BasisEstimate},
+		{"streamed, complete, no usage", outcome{metered: true, status: 200, streamed: true, complete: true, observed: 40}, accounting.Usage{InputTokens: 100, OutputTokens: 40}, BasisEstimate},
+		{"streamed, hidden reasoning, no usage", outcome{metered: true, status: 200, streamed: true, complete: true, observed: 2, hiddenReasoning: true}, reserved, BasisReserved},
+		{"hidden reasoning observed past the cap", outcome{metered: true, status: 200, streamed: true, observed: 1500, hiddenReasoning: true},
+			accounting.Usage{InputTokens: 100, OutputTokens: 1500}, BasisReserved},
+		{"background", outcome{metered: true, status: 200, complete: true, background: true}, reserved, BasisReserved},
+		{"unreadable encoding", outcome{metered: true, status: 200, complete: true, unreadable: true}, reserved, BasisReserved},
+		{"non-streamed, cut", outcome{metered: true, status: 200, observed: 3}, reserved, BasisReserved},
+		{"non-streamed, complete, no usage", outcome{metered: true, status: 200, complete: true, observed: 30}, accounting.Usage{InputTokens: 100, OutputTokens: 30}, BasisEstimate},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.o.estimate = est
+			got, basis := settlement(tt.o)
+			if got != tt.want || basis != tt.wantBasis {
+				t.Errorf("got %+v on %q, want %+v on %q", got, basis, tt.want, tt.wantBasis)
+			}
+		})
+	}
+}
+
+func TestMatchModel(t *testing.T) {
+	tests := []struct {
+		pattern, model string
+		want           bool
+	}{
+		{"o1*", "o1", true},
+		{"o1*", "o1-pro-2025-03-19", true},
+		{"o1*", "gpt-4o1", false},
+		{"gpt-5*", "gpt-5-mini", true},
+		{"*mini*", "gpt-4o-mini-2024", true},
+		{"*mini", "gpt-4o-mini", true},
+		{"*mini", "gpt-4o-mini-x", false},
+		{"a*b*c", "a-b-b-c", true},
+		{"a*b*c", "a-c-b", false},
+		{"exact", "exact", true},
+		{"exact", "exactly", false},
+		{"*", "", true},
+	}
+	for _, tt := range tests {
+		if got := matchModel(tt.pattern, tt.model); got != tt.want {
+			t.Errorf("matchModel(%q, %q): got %v, want %v", tt.pattern, tt.model, got, tt.want)
+		}
+	}
+}
+
+func TestHiddenReasoningModels(t *testing.T) {
+	s := &Server{reasoning: DefaultHiddenReasoningModels}
+	for _, m := range []string{"o1", "o3-mini", "o4-mini-2025-04-16", "gpt-5", "gpt-5-nano", "openai/o3", "gemini-2.5-pro", "gemini-3-flash", "grok-4"} {
+		if !s.hiddenReasoning(m) {
+			t.Errorf("%s: got no hidden reasoning, want it", m)
+		}
+	}
+	for _, m := range []string{"gpt-4o-mini", "gpt-4.1", "claude-sonnet-4-5", "gemini-2.0-flash", "deepseek-reasoner", "llama-3.1-8b"} {
+		if s.hiddenReasoning(m) {
+			t.Errorf("%s: got hidden reasoning, want none", m)
+		}
+	}
+}
