@@ -1,7 +1,6 @@
 package envoy
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -497,6 +496,30 @@ func (p *e2eProc) awaitLog(msg string, timeout time.Duration) (map[string]any, e
 	}
 }
 
+// awaitSettled waits for tokenwarden's "settled" log record of the
+// reservation an access log line names, and returns it. The record (debug
+// level, as the rig runs) carries the basis and the charge of exactly this
+// request, where a metric would mix in the parallel tests.
+func (r *e2eRig) awaitSettled(t *testing.T, line map[string]any, timeout time.Duration) map[string]any {
+	t.Helper()
+	id, _ := line["tw_reservation"].(string)
+	if id == "" {
+		t.Fatalf("access log line names no reservation: %v", line)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		for _, rec := range r.tokenwarden().logLines("settled") {
+			if rec["reservation"] == id {
+				return rec
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no settlement of reservation %s within %v of its access log line", id, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // e2eGet fetches a URL with a short timeout and returns status and body.
 func e2eGet(url string) (int, string, error) {
 	c := &http.Client{Timeout: 2 * time.Second}
@@ -648,27 +671,6 @@ func e2eWantStatus(t *testing.T, resp *e2eResponse, want int) {
 	if resp.status != want {
 		t.Fatalf("status: got %d, want %d (headers %v, body %s)", resp.status, want, resp.header, resp.body)
 	}
-}
-
-// metric returns the value of one sample on tokenwarden's /metrics (0 when
-// absent). sample is the metric name with its labels, as exposed.
-func (r *e2eRig) metric(t *testing.T, sample string) float64 {
-	t.Helper()
-	code, body, err := e2eGet("http://" + r.tokenwarden().admin + "/metrics")
-	if err != nil || code != http.StatusOK {
-		t.Fatalf("tokenwarden /metrics: %d %v", code, err)
-	}
-	sc := bufio.NewScanner(strings.NewReader(body))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				t.Fatalf("/metrics %s: %v", sample, err)
-			}
-			return f
-		}
-	}
-	return 0
 }
 
 // e2eSSEData splits an SSE body into the payloads of its data lines.

@@ -310,24 +310,21 @@ func TestE2ERateLimited(t *testing.T) {
 	})
 }
 
-// TestE2ECutStreams ends responses before their last message: the client
-// hangs up after two content chunks, or before the response headers, or the
-// upstream drops the connection after two chunks. Envoy then resets the
-// ext_proc stream, and tokenwarden must settle the reservation as cut short:
-// the input estimate plus the output it saw, not the whole estimate and not
-// nothing. tokenwarden_settlement_basis_total{basis="estimate"} shows when the
-// settlement has happened; the next request's remaining budget shows the
-// charge.
-//
-// The subtests run one after the other: no other e2e test settles on the
-// estimate basis, so the metric moves for them alone.
+// TestE2ECutStreams ends requests before their response's last message: the
+// client hangs up after two content chunks, or before the response headers,
+// or the upstream drops the connection after two chunks. Envoy then resets
+// the ext_proc stream, and tokenwarden must settle the reservation on what
+// it could see. A streamed response cut short is charged the input estimate
+// plus the output that went by (basis estimate): what reached the client is
+// what was generated, give or take a chunk. A request cut before any
+// response is charged its whole reservation (basis reserved): it was
+// forwarded, and the provider may be generating all of it. tokenwarden's
+// "settled" log record for the request's reservation shows when and on what
+// basis; the next request's remaining budget shows the charge.
 func TestE2ECutStreams(t *testing.T) {
 	t.Parallel()
 	r := e2e(t)
-	const (
-		basis     = `tokenwarden_settlement_basis_total{basis="estimate"}`
-		maxTokens = 1000
-	)
+	const maxTokens = 1000
 	// 10 chunks of 4 output tokens each ("the fox ran far " is 16 bytes: 4
 	// tokens at 4 chars per token).
 	chunks := []string{"x-fakellm-chunks", "10", "x-fakellm-output-tokens", "40"}
@@ -353,10 +350,12 @@ func TestE2ECutStreams(t *testing.T) {
 		// call makes the request as the client and returns once the
 		// response is over for the client.
 		call func(t *testing.T, c e2eCaller, body []byte, tag string)
-		// The output tokens tokenwarden may have seen: the range of the
-		// charge above the input estimate. fakellm's text is 4 bytes per
-		// real token; the server's calibrated approximation counts its
-		// short words up to about twice that, so maxOut allows 2×.
+		// basis is the settlement's.
+		basis string
+		// The output tokens tokenwarden may have charged: the range of
+		// the charge above the input estimate. fakellm's text is 4 bytes
+		// per real token; the server's calibrated approximation counts
+		// its short words up to about twice that, so maxOut allows 2×.
 		minOut, maxOut int64
 		// flags are the access log %RESPONSE_FLAGS% that may mark the
 		// request (one of them must).
@@ -382,7 +381,7 @@ func TestE2ECutStreams(t *testing.T) {
 			// (STREAMED: Envoy forwards a chunk only after its reply); a
 			// chunk or two more may have reached it before the reset,
 			// never all ten.
-			minOut: 8, maxOut: 72,
+			basis: "estimate", minOut: 8, maxOut: 72,
 			flags: []string{"DC"}, // downstream connection termination
 		},
 		{
@@ -401,7 +400,7 @@ func TestE2ECutStreams(t *testing.T) {
 				}
 				readChunks(t, resp.Body, 2)
 			},
-			minOut: 8, maxOut: 72,
+			basis: "estimate", minOut: 8, maxOut: 72,
 			flags: []string{"DR"}, // downstream remote reset
 		},
 		{
@@ -415,8 +414,9 @@ func TestE2ECutStreams(t *testing.T) {
 					t.Fatalf("got a response (%d) before fakellm's 3 s delay, want the client's timeout", resp.StatusCode)
 				}
 			},
-			// No response seen: the input estimate alone.
-			minOut: 0, maxOut: 0,
+			// Forwarded, and no response seen: the whole reservation,
+			// input estimate and output cap.
+			basis: "reserved", minOut: maxTokens, maxOut: maxTokens,
 			flags: []string{"DC"},
 		},
 		{
@@ -443,7 +443,7 @@ func TestE2ECutStreams(t *testing.T) {
 			// fakellm sent two chunks and then dropped the connection;
 			// Envoy may reset the ext_proc stream before tokenwarden has
 			// read them.
-			minOut: 0, maxOut: 16,
+			basis: "estimate", minOut: 0, maxOut: 16,
 			// fakellm's HTTP/1.1 chunked body ends without its last chunk:
 			// Envoy 1.40 logs an upstream protocol error (UPE); a reset
 			// (UR) would say the same.
@@ -454,20 +454,16 @@ func TestE2ECutStreams(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newE2ECaller(t)
 			body := e2eChat(t, "Count slowly to ten.", maxTokens, tc.stream)
-			before := r.metric(t, basis)
 			tag := c.tenant + "-cut"
 			tc.call(t, c, body, tag)
 			cutAt := time.Now()
 
-			for r.metric(t, basis) < before+1 {
-				if time.Since(cutAt) > 5*time.Second {
-					t.Fatalf("%s: still %v 5 s after the cut, want a settlement on the estimate basis", basis, before)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			t.Logf("settled within %v of the cut", time.Since(cutAt).Round(time.Millisecond))
-
 			line := accessLogLine(t, r.envoy.stdout, tag)
+			settled := r.awaitSettled(t, line, 5*time.Second)
+			t.Logf("settled within %v of the cut", time.Since(cutAt).Round(time.Millisecond))
+			if settled["basis"] != tc.basis {
+				t.Errorf("settled on %v, want %s (log record %v)", settled["basis"], tc.basis, settled)
+			}
 			flags, _ := line["flags"].(string)
 			if !slices.ContainsFunc(tc.flags, func(f string) bool { return strings.Contains(flags, f) }) {
 				t.Errorf("access log flags: got %v, want one of %v", line["flags"], tc.flags)
