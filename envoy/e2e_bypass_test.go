@@ -304,3 +304,131 @@ func TestE2EEnvoyErrorAfterForwardingKeepsCharge(t *testing.T) {
 		})
 	}
 }
+
+// TestE2EAzureDeploymentModel closes the Azure model bypass. Azure OpenAI
+// serves the model of the deployment the path names and ignores the body's
+// "model", so a body claiming a cheap model (or none: Azure's SDKs send
+// none) must not price, or escape the model-matched limits of, the
+// deployment's model. tokenwarden meters the deployment's model, mapped in
+// the config (azure.deployments) or, unmapped, the deployment's name. The
+// call authenticates with Azure's api-key header, which the shipped
+// jwt_authn reads.
+func TestE2EAzureDeploymentModel(t *testing.T) {
+	t.Parallel()
+	r := e2e(t)
+	cases := []struct {
+		name, deployment, body, wantModel string
+	}{
+		{"mapped, body claims a cheaper model", "e2e-prod-4o",
+			`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hello"}],"max_tokens":100}`, "gpt-4o"},
+		{"mapped, no model in the body", "e2e-prod-4o",
+			`{"messages":[{"role":"user","content":"hello"}],"max_tokens":100}`, "gpt-4o"},
+		{"unmapped deployment", "e2e-unmapped",
+			`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hello"}],"max_tokens":100}`, "e2e-unmapped"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newE2ECaller(t)
+			tag := c.tenant + "-azure"
+			resp := r.mustDo(t, c, []byte(tc.body), tag, e2eCall{
+				path:        "/openai/deployments/" + tc.deployment + "/chat/completions?api-version=2024-10-21",
+				tokenHeader: "api-key", headers: e2eFixedUsage,
+			})
+			e2eWantStatus(t, resp, http.StatusOK)
+			if got := resp.header.Get("x-fakellm-seen-model"); got != tc.deployment {
+				t.Fatalf("fakellm answered as %q, want the deployment %s (the test needs Azure's routing)", got, tc.deployment)
+			}
+			line := accessLogLine(t, r.envoy.stdout, tag)
+			for k, want := range map[string]any{
+				"tw_api":           "openai.chat",
+				"tw_model":         tc.wantModel,
+				"tw_settled_on":    "usage",
+				"tw_actual_tokens": float64(e2eInput + e2eOutput),
+			} {
+				if line[k] != want {
+					t.Errorf("access log %s: got %v, want %v", k, line[k], want)
+				}
+			}
+			est := e2eLogNumber(t, line, "tw_estimate_tokens")
+			if got, want := e2eIntHeader(t, resp, "x-ratelimit-remaining-tokens"), e2eTenantTokens-est; got != want {
+				t.Errorf("x-ratelimit-remaining-tokens: got %d, want %d", got, want)
+			}
+		})
+	}
+}
+
+// TestE2EBackgroundResponseKeepsCharge closes the background bypass. A
+// Responses API request with "background": true is answered at once with
+// status "queued" and usage null; the generation runs on and is billed
+// later, out of tokenwarden's sight. Settled on what the reply showed, it
+// cost nothing. The reservation now stays charged in full.
+func TestE2EBackgroundResponseKeepsCharge(t *testing.T) {
+	t.Parallel()
+	r := e2e(t)
+	c := newE2ECaller(t)
+	body := []byte(`{"model":"gpt-4o-mini","input":"Write a long story.","max_output_tokens":500,"background":true}`)
+	tag := c.tenant + "-background"
+	resp := r.mustDo(t, c, body, tag, e2eCall{path: "/v1/responses"})
+	e2eWantStatus(t, resp, http.StatusOK)
+	var reply struct {
+		Status string
+		Usage  any
+	}
+	if err := json.Unmarshal(resp.body, &reply); err != nil || reply.Status != "queued" || reply.Usage != nil {
+		t.Fatalf("reply %s (%v): want fakellm's queued response with usage null", resp.body, err)
+	}
+	line := accessLogLine(t, r.envoy.stdout, tag)
+	est := e2eLogNumber(t, line, "tw_estimate_tokens")
+	if line["tw_settled_on"] != "reserved" || line["tw_actual_tokens"] != float64(est) {
+		t.Errorf("access log: settled on %v with %v tokens, want reserved and the whole estimate %d", line["tw_settled_on"], line["tw_actual_tokens"], est)
+	}
+	next := r.mustDo(t, c, body, "", e2eCall{path: "/v1/responses"})
+	e2eWantStatus(t, next, http.StatusOK)
+	if got, want := e2eIntHeader(t, next, "x-ratelimit-remaining-tokens"), e2eTenantTokens-2*est; got != want {
+		t.Errorf("remaining tokens after a background response: got %d, want %d (it charged its estimate %d)", got, want, est)
+	}
+}
+
+// TestE2EAbsurdUsage sends usage reports no real provider would: 1e30
+// tokens, more tokens than fit an int32, a negative count. tokenwarden must
+// neither wrap a huge count into a negative charge (a credit that would
+// hand the tenant unlimited budget) nor credit a negative one: a huge report
+// is charged, saturated, and exhausts the tenant's tokens; a negative input
+// count is charged as zero.
+func TestE2EAbsurdUsage(t *testing.T) {
+	t.Parallel()
+	r := e2e(t)
+	cases := []struct {
+		name, input string
+		exhausts    bool // the charge exceeds the tenant's whole limit
+	}{
+		{"1e30", "1e30", true},
+		{"beyond int32", "99999999999", true},
+		{"negative", "-5", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newE2ECaller(t)
+			body := e2eChat(t, "hello", 100, false)
+			first := r.mustSend(t, c, body, "", "x-fakellm-input-tokens", tc.input, "x-fakellm-output-tokens", strconv.Itoa(e2eOutput))
+			e2eWantStatus(t, first, http.StatusOK)
+			r1 := e2eIntHeader(t, first, "x-ratelimit-remaining-tokens") // L − est
+			next := r.mustSend(t, c, body, "")
+			if tc.exhausts {
+				e2eWantStatus(t, next, http.StatusTooManyRequests)
+				if got := e2eIntHeader(t, next, "x-ratelimit-remaining-tokens"); got != 0 {
+					t.Errorf("remaining tokens after a report of %s: got %d, want 0", tc.input, got)
+				}
+				return
+			}
+			e2eWantStatus(t, next, http.StatusOK)
+			// remaining₂ = L − charge₁ − est, and est = L − r1.
+			charged := r1 - e2eIntHeader(t, next, "x-ratelimit-remaining-tokens")
+			if charged != e2eOutput {
+				t.Errorf("a report of %s input and %d output tokens charged %d, want %d (the input as 0, no credit)", tc.input, e2eOutput, charged, e2eOutput)
+			}
+		})
+	}
+}

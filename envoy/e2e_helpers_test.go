@@ -57,6 +57,11 @@ identity:
     tier:   {header: x-tier, default: standard}
     user:   {metadata: {namespace: envoy.filters.http.jwt_authn, key: payload, path: [sub]}}
   required: [tenant]
+# An Azure OpenAI deployment serves the model it was created with, whatever
+# the body's "model" says.
+azure:
+  deployments:
+    e2e-prod-4o: gpt-4o
 estimation:
   tokenizer: approximate
   chars_per_token: 4
