@@ -350,7 +350,8 @@ func TestE2ECutStreams(t *testing.T) {
 		// call makes the request as the client and returns once the
 		// response is over for the client.
 		call func(t *testing.T, c e2eCaller, body []byte, tag string)
-		// basis is the settlement's.
+		// basis is the settlement's: "reserved" keeps the whole
+		// reservation, "estimate" charges input plus the output seen.
 		basis string
 		// The output tokens tokenwarden may have charged: the range of
 		// the charge above the input estimate. fakellm's text is 4 bytes
@@ -414,8 +415,9 @@ func TestE2ECutStreams(t *testing.T) {
 					t.Fatalf("got a response (%d) before fakellm's 3 s delay, want the client's timeout", resp.StatusCode)
 				}
 			},
-			// Forwarded, and no response seen: the whole reservation,
-			// input estimate and output cap.
+			// No response seen, though the provider got the request: it
+			// may have generated, and billed, up to the cap, so the whole
+			// reservation stands.
 			basis: "reserved", minOut: maxTokens, maxOut: maxTokens,
 			flags: []string{"DC"},
 		},

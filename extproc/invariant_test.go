@@ -189,6 +189,13 @@ func TestProcessingModesThatCannotMeterAreRefused(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a local reply of an earlier filter passes", func(t *testing.T) {
+		// jwt_authn's 401: the server sees only the response.
+		r := tightRig(t, envoytest.Filter{SkipRequestHeaders: true})
+		req := chatRequest("a", nil)
+		var up calledUpstream
+		wantStatus(t, r.envoy.Do(t.Context(), req, up.json(401, []byte(`{"error":"jwt"}`))), 401)
+	})
 	t.Run("other paths pass with the body not sent", func(t *testing.T) {
 		r := tightRig(t, envoytest.Filter{RequestBody: envoytest.None})
 		req := chatRequest("a", []byte(`{"x":1}`))
@@ -390,5 +397,42 @@ func TestAbsurdUpstreamUsageIsClamped(t *testing.T) {
 	wantStatus(t, r.envoy.Do(t.Context(), chatRequest("absurd", smallChat), nil), 429)
 	if _, err := reg.Gather(); err != nil {
 		t.Errorf("gathering metrics: %v", err)
+	}
+}
+
+func TestEnvoyRepliesAfterForwarding(t *testing.T) {
+	body := []byte(`{"model":"gpt-4o-mini","max_tokens":500,"messages":[{"role":"user","content":"hello there"}]}`)
+	tests := []struct {
+		name       string
+		attributes bool
+		reply      string
+		want       int64 // tokens charged
+	}{
+		// The provider got the request and may have billed it in full.
+		{"route timeout", false, "response_timeout", 510},
+		{"route timeout, attributes", true, "response_timeout", 510},
+		{"reset after sending", true, "upstream_reset_before_response_started{connection_termination}", 510},
+		// Without attributes a bare 503 cannot say whether the request
+		// was sent: the reservation stands.
+		{"connection refused, no attributes", false, "upstream_reset_before_response_started{remote_connection_failure}", 510},
+		// With them, a request that never left Envoy costs nothing.
+		{"connection refused", true, "upstream_reset_before_response_started{remote_connection_failure}", 0},
+		{"no healthy upstream", true, "no_healthy_upstream", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, []accounting.Limit{tokensLimit("tenant-tokens", 100000, "tenant")})
+			r.envoy.Filter.ResponseAttributes = tt.attributes
+			resp := r.envoy.Do(t.Context(), chatRequest("a", body), func(*envoytest.UpstreamRequest) envoytest.UpstreamResponse {
+				return envoytest.UpstreamResponse{EnvoyReply: tt.reply}
+			})
+			if resp.Status != 503 && resp.Status != 504 {
+				t.Fatalf("status: got %d, want Envoy's 503 or 504", resp.Status)
+			}
+			r.envoy.Wait()
+			if got := r.used(t, "tenant-tokens", tenantA); got != tt.want {
+				t.Errorf("used: got %d, want %d", got, tt.want)
+			}
+		})
 	}
 }

@@ -4,12 +4,13 @@ import (
 	"strconv"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tokenwarden/tokenwarden/extproc/contentcoding"
 	"github.com/tokenwarden/tokenwarden/extproc/llm"
 )
 
-func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, bool) {
+func (st *stream) responseHeaders(h *extprocv3.HttpHeaders, attrs map[string]*structpb.Struct) (*extprocv3.ProcessingResponse, bool) {
 	if resp, last := st.checkMetered(); last {
 		return resp, true
 	}
@@ -20,6 +21,7 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Processi
 	if s, ok := headerValue(h, ":status"); ok {
 		st.status, _ = strconv.Atoi(s)
 	}
+	st.origin = responseOrigin(h, attrs)
 	hr := &extprocv3.HeadersResponse{}
 	resp := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: hr}}
 	if st.res == nil {
@@ -35,7 +37,7 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Processi
 		SetHeaders:    rateLimitHeaders(&st.res.Dims, nil),
 	}}
 	api := st.target.api
-	if api != nil && st.ok() {
+	if api != nil && st.ok() && st.origin == fromUpstream {
 		ct, _ := headerValue(h, "content-type")
 		reader := api.NewUsageReader(&st.req, ct, llm.ReaderOptions{Counter: st.s.opts.Counter, MaxBuffer: st.s.opts.MaxBuffer})
 		if enc, _ := headerValue(h, "content-encoding"); enc != "" && enc != "identity" {

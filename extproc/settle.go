@@ -28,6 +28,7 @@ func (st *stream) settle(complete bool) *structpb.Struct {
 	o := outcome{
 		metered:         st.target.api != nil,
 		status:          st.status,
+		origin:          st.origin,
 		complete:        complete,
 		unreadable:      st.unreadable,
 		streamed:        st.req.Stream,

@@ -30,6 +30,21 @@ const (
 	BasisRequest Basis = "request"
 )
 
+// origin is where a response came from.
+type origin uint8
+
+const (
+	// fromUpstream: the provider's own reply.
+	fromUpstream origin = iota
+	// envoyAfterSend: Envoy's own reply after the request was (or may
+	// have been) sent: a route timeout's 504, a reset after the request
+	// was written. The provider may have generated and billed the call.
+	envoyAfterSend
+	// envoyNeverSent: Envoy's own reply for a request it never sent (no
+	// connection to the upstream): nothing was billed.
+	envoyNeverSent
+)
+
 // outcome is everything a settlement is decided on: what the request
 // was, and what was seen of its response.
 type outcome struct {
@@ -37,6 +52,8 @@ type outcome struct {
 	metered bool
 	// status is the response's :status; 0 when no response headers came.
 	status int
+	// origin says who generated the response.
+	origin origin
 	// complete: the response ended normally (its last message arrived),
 	// rather than by a cut stream or a client that went away.
 	complete bool
@@ -66,12 +83,13 @@ func settlement(o outcome) (accounting.Usage, Basis) {
 	switch {
 	case !o.metered:
 		return accounting.Usage{}, BasisRequest
-	case o.status == 0:
-		// Forwarded, and no answer came back (the client left first, or
-		// Envoy's own timeout or reset ended the request): the provider
-		// may have generated, and billed, all of it.
+	case o.status == 0 || o.origin == envoyAfterSend:
+		// Forwarded, and no answer came back from the provider (the
+		// client left first, or Envoy's own timeout or reset ended the
+		// request): the provider may have generated, and billed, all of
+		// it.
 		return reserved, BasisReserved
-	case o.status < 200 || o.status > 299:
+	case o.status < 200 || o.status > 299 || o.origin == envoyNeverSent:
 		return accounting.Usage{}, BasisRefused
 	case o.hasUsage:
 		return o.usage.Clamp(), BasisUsage

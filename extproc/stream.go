@@ -64,6 +64,7 @@ type stream struct {
 	res   *accounting.Reservation
 
 	status     int
+	origin     origin
 	reader     llm.UsageReader
 	decoder    contentcoding.Decoder // set for a compressed response
 	unreadable bool                  // a response encoding the server cannot decode
@@ -108,7 +109,7 @@ func (st *stream) handle(req *extprocv3.ProcessingRequest) (resp *extprocv3.Proc
 	case *extprocv3.ProcessingRequest_RequestTrailers:
 		return st.requestTrailers()
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
-		return st.responseHeaders(r.ResponseHeaders)
+		return st.responseHeaders(r.ResponseHeaders, req.Attributes)
 	case *extprocv3.ProcessingRequest_ResponseBody:
 		return st.responseBody(r.ResponseBody)
 	case *extprocv3.ProcessingRequest_ResponseTrailers:
@@ -142,18 +143,19 @@ func headerValue(h *extprocv3.HttpHeaders, key string) (string, bool) {
 }
 
 // checkMetered is the invariant's last line, run on every response
-// message: a response to a request that tokenwarden never saw the
-// headers of, or to a metered request that was never decided, must not
-// reach the client. Neither can happen with the documented filter
-// config; both can with a misconfigured one (request headers skipped) or
-// a request body that never completed (a streamed body whose trailers
-// Envoy skips). It returns the reply that ends the request, and true.
+// message: a response to a metered request that was never decided must
+// not reach the client. It cannot happen with the documented filter
+// config; it can when a request body never completes (a streamed body
+// whose trailers Envoy skips). It returns the reply that ends the
+// request, and true.
 func (st *stream) checkMetered() (*extprocv3.ProcessingResponse, bool) {
 	switch {
 	case !st.headersSeen:
-		st.count(nil, "misconfigured")
-		st.s.log.Error("response to a request whose headers were never sent; set processing_mode.request_header_mode SEND")
-		return misconfigured(nil, "the filter did not send the request headers"), true
+		// A local reply from a filter before this one (jwt_authn's 401
+		// for a forged token): the request never got this far, and
+		// nothing was reserved. (A filter that skips request headers
+		// could also lead here; its request bodies are refused.)
+		return nil, false
 	case st.metered && !st.decided:
 		st.count(st.target.api, "unmetered")
 		st.s.log.Error("response to a metered request whose body never completed; refusing it",

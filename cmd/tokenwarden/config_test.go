@@ -64,6 +64,38 @@ limits:
 	}
 }
 
+func TestParseConfigSettlement(t *testing.T) {
+	tests := []struct {
+		name          string
+		config        string
+		wantReasoning []string // nil: the built-in list
+		wantRefuse    bool
+		wantAzure     map[string]string
+	}{
+		{"defaults", "", nil, false, nil},
+		{"no hidden reasoning", "settlement: {hidden_reasoning_models: []}\n", []string{}, false, nil},
+		{"own list, refuse background", "settlement: {hidden_reasoning_models: [my-reasoner*], background: refuse}\n", []string{"my-reasoner*"}, true, nil},
+		{"azure", "azure: {deployments: {prod-4o: gpt-4o}}\n", nil, false, map[string]string{"prod-4o": "gpt-4o"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := ParseConfig([]byte(baseConfig + tt.config))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (s.HiddenReasoning == nil) != (tt.wantReasoning == nil) || strings.Join(s.HiddenReasoning, ",") != strings.Join(tt.wantReasoning, ",") {
+				t.Errorf("hidden reasoning: got %#v, want %#v", s.HiddenReasoning, tt.wantReasoning)
+			}
+			if s.RefuseBackground != tt.wantRefuse {
+				t.Errorf("refuse background: got %v, want %v", s.RefuseBackground, tt.wantRefuse)
+			}
+			if len(s.AzureDeployments) != len(tt.wantAzure) || s.AzureDeployments["prod-4o"] != tt.wantAzure["prod-4o"] {
+				t.Errorf("azure deployments: got %v, want %v", s.AzureDeployments, tt.wantAzure)
+			}
+		})
+	}
+}
+
 func TestParseConfigErrors(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -74,6 +106,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"unknown limit field", baseConfig + "limits:\n  - {name: a, dimension: tokens, limit: 1, window: 1m, windw: 1m}\n", "windw"},
 		{"bad listen", "listen: nowhere\n", "listen"},
 		{"bad store type", "store: {type: etcd}\n", "store.type"},
+		{"bad background", "settlement: {background: sometimes}\n", "settlement.background"},
+		{"empty reasoning pattern", "settlement: {hidden_reasoning_models: ['o1*', '']}\n", "settlement.hidden_reasoning_models[1]"},
+		{"azure deployment without a model", "azure: {deployments: {prod: ''}}\n", "azure.deployments.prod"},
 		{"redis without url", "store: {type: redis}\n", "store.redis.url"},
 		{"redis bad url", "store: {type: redis, redis: {url: 'http://x'}}\n", "store.redis.url"},
 		{"cluster without hash tag", "store: {type: redis, redis: {cluster_addrs: ['127.0.0.1:7000']}}\n", "store.redis.hash_tag"},

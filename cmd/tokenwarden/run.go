@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -283,6 +284,26 @@ func printSettings(w io.Writer, s *Settings) {
 	}
 	fmt.Fprintf(w, "estimation: tokenizer %s, %.2f chars/token, default output cap %d, inject cap %v, inject stream usage %v\n",
 		s.Tokenizer, s.CharsPerToken, s.OutputCap, s.InjectCap, s.InjectUsage)
+	reasoning := s.HiddenReasoning
+	if reasoning == nil {
+		reasoning = extproc.DefaultHiddenReasoningModels
+	}
+	background := "reserve (charged their whole reservation)"
+	if s.RefuseBackground {
+		background = "refuse (400)"
+	}
+	fmt.Fprintf(w, "settlement without a usage report: hidden reasoning models [%s] keep their output cap; background responses: %s\n",
+		strings.Join(reasoning, ", "), background)
+	if len(s.AzureDeployments) > 0 {
+		names := make([]string, 0, len(s.AzureDeployments))
+		for d := range s.AzureDeployments {
+			names = append(names, d)
+		}
+		slices.Sort(names)
+		for _, d := range names {
+			fmt.Fprintf(w, "azure deployment %s serves model %s\n", d, s.AzureDeployments[d])
+		}
+	}
 	var req []string
 	for _, a := range s.Identity.Attributes {
 		src := "header " + a.Header

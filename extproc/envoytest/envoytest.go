@@ -50,12 +50,16 @@
 //     failure_mode_allow false).
 //   - A client disconnect is a cancelled stream: the server sees
 //     codes.Canceled from Recv.
+//   - The router adds x-envoy-upstream-service-time to every upstream
+//     response; Envoy's own replies (UpstreamResponse.EnvoyReply: a route
+//     timeout's 504, a reset's 503) are text/plain without it, and reach
+//     the filter like any response. With Filter.ResponseAttributes the
+//     response headers carry the response.code_details attribute.
 //
 // It does not model message_timeout, FULL_DUPLEX_STREAMED, response
-// trailers, route-cache clearing, Envoy's own local replies (a route
-// timeout's 504) or its buffer limits (413). Where it models a behaviour
-// of the real Envoy, the end-to-end tests in envoy/ check the same
-// behaviour against Envoy 1.40 itself.
+// trailers, route-cache clearing or Envoy's buffer limits (413). Where
+// it models a behaviour of the real Envoy, the end-to-end tests in envoy/
+// check the same behaviour against Envoy 1.40 itself.
 package envoytest
 
 import (
@@ -76,6 +80,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // Envoy is a fake Envoy connected to an ext_proc server.
@@ -186,6 +191,12 @@ type UpstreamResponse struct {
 	// CutBeforeHeaders disconnects the client before the response
 	// headers arrive.
 	CutBeforeHeaders bool
+	// EnvoyReply, when set, replaces the upstream's response with Envoy's
+	// own local reply, whose response code details it is:
+	// "response_timeout" (a route timeout: 504), or another reason such
+	// as "upstream_reset_before_response_started{connection_termination}"
+	// (503). The other fields are then ignored.
+	EnvoyReply string
 }
 
 // Upstream answers a request that the filter let through.
@@ -235,6 +246,9 @@ type Filter struct {
 	// ObservabilityMode sets observability_mode on every message (the
 	// test Envoy still waits for replies; the flag is what it models).
 	ObservabilityMode bool
+	// ResponseAttributes sets response_attributes:
+	// [response.code_details], sent with the response headers.
+	ResponseAttributes bool
 }
 
 // BodyMode is a request body send mode.
@@ -462,6 +476,9 @@ func (x *exchange) run(req Request, upstream Upstream, disconnect context.Cancel
 	}
 
 	// The upstream.
+	if upstream == nil {
+		return failure(errors.New("envoytest: the request reached an upstream the test did not expect to be called"))
+	}
 	ur := &UpstreamRequest{Header: hdr.http(), Body: body, Trailers: upTrailers}
 	up := upstream(ur)
 	out := &Response{Upstream: ur, Header: http.Header{}}
@@ -470,14 +487,34 @@ func (x *exchange) run(req Request, upstream Upstream, disconnect context.Cancel
 		out.Cut = true
 		return out
 	}
+	details := "via_upstream"
 	rh := newHeaders()
+	if up.EnvoyReply != "" {
+		// Envoy's own reply, in place of the upstream's: text/plain,
+		// without the router's x-envoy-upstream-service-time.
+		details = up.EnvoyReply
+		status, text := http.StatusServiceUnavailable, "upstream connect error or disconnect/reset before headers"
+		if up.EnvoyReply == "response_timeout" {
+			status, text = http.StatusGatewayTimeout, "upstream request timeout"
+		}
+		up = UpstreamResponse{Status: status, Chunks: [][]byte{[]byte(text)},
+			Headers: [][2]string{{"content-type", "text/plain"}, {"content-length", strconv.Itoa(len(text))}}}
+	}
 	rh.add(":status", strconv.Itoa(up.Status))
 	for _, h := range up.Headers {
 		rh.add(h[0], h[1])
 	}
+	if details == "via_upstream" {
+		rh.add("x-envoy-upstream-service-time", "1")
+	}
 	if x.m.responseHeaders {
-		if err := x.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
-			ResponseHeaders: &extprocv3.HttpHeaders{Headers: rh.proto(), EndOfStream: len(up.Chunks) == 0}}}); err != nil {
+		msg := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
+			ResponseHeaders: &extprocv3.HttpHeaders{Headers: rh.proto(), EndOfStream: len(up.Chunks) == 0}}}
+		if x.f.ResponseAttributes {
+			msg.Attributes = map[string]*structpb.Struct{"envoy.filters.http.ext_proc": {
+				Fields: map[string]*structpb.Value{"response.code_details": structpb.NewStringValue(details)}}}
+		}
+		if err := x.send(msg); err != nil {
 			return failure(err)
 		}
 		r, err := x.recv("response_headers")
