@@ -32,27 +32,52 @@ type e2eCall struct {
 	headers []string
 }
 
-// e2eRouteTimeout1s is the route header that sends a request down the rig's 1 s
-// route-timeout route (see e2eRigRoutes): Envoy answers 504 itself when the
-// upstream is slower.
-var e2eRouteTimeout1s = []string{"x-e2e-route", "timeout-1s"}
+// Route headers that send a request down one of the rig's extra routes
+// (see e2eRigRoutes).
+var (
+	// e2eRouteTimeout1s: a route with a 1 s timeout; Envoy answers 504
+	// itself when the upstream is slower.
+	e2eRouteTimeout1s = []string{"x-e2e-route", "timeout-1s"}
+	// e2eRouteUnreachable: a route to a cluster nothing listens on; Envoy
+	// answers 503 itself, the request never sent.
+	e2eRouteUnreachable = []string{"x-e2e-route", "unreachable"}
+)
+
+// e2eUnreachable is the address of the rig's unreachable cluster: port 1 on
+// loopback, privileged and unused, so a connection is refused at once.
+const e2eUnreachable = "127.0.0.1:1"
 
 // e2eRigRoutes adds the routes the e2e tests need to the rendered
-// envoy.yaml, before its catch-all: the shipped config has one route with a
-// 600 s timeout, too long to wait for in a test of Envoy's own 504.
+// envoy.yaml, before its catch-all, and the cluster one of them goes to.
+// The shipped config has one route, with a 600 s timeout (too long to wait
+// for in a test of Envoy's own 504), to one reachable cluster.
 func e2eRigRoutes(t *testing.T) func(doc map[string]any) {
 	return func(doc map[string]any) {
 		hcm := path(t, doc, "static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config")
 		vh := named(t, path(t, hcm, "route_config", "virtual_hosts"), "llm")
-		routes := vh["routes"].([]any)
-		timeout := map[string]any{
-			"match": map[string]any{
-				"prefix":  "/",
-				"headers": []any{map[string]any{"name": e2eRouteTimeout1s[0], "string_match": map[string]any{"exact": e2eRouteTimeout1s[1]}}},
-			},
-			"route": map[string]any{"cluster": upstreamCluster, "timeout": "1s"},
+		route := func(header []string, action map[string]any) map[string]any {
+			return map[string]any{
+				"match": map[string]any{
+					"prefix":  "/",
+					"headers": []any{map[string]any{"name": header[0], "string_match": map[string]any{"exact": header[1]}}},
+				},
+				"route": action,
+			}
 		}
-		vh["routes"] = append([]any{timeout}, routes...)
+		vh["routes"] = append([]any{
+			route(e2eRouteTimeout1s, map[string]any{"cluster": upstreamCluster, "timeout": "1s"}),
+			route(e2eRouteUnreachable, map[string]any{"cluster": "e2e-unreachable"}),
+		}, vh["routes"].([]any)...)
+		res := path(t, doc, "static_resources").(map[string]any)
+		res["clusters"] = append(res["clusters"].([]any), map[string]any{
+			"name": "e2e-unreachable", "type": "STATIC", "connect_timeout": "1s",
+			"load_assignment": map[string]any{
+				"cluster_name": "e2e-unreachable",
+				"endpoints": []any{map[string]any{"lb_endpoints": []any{map[string]any{
+					"endpoint": map[string]any{"address": map[string]any{"socket_address": socketAddress(t, e2eUnreachable)}},
+				}}}},
+			},
+		})
 	}
 }
 
