@@ -129,6 +129,9 @@ func checkExtProcContract(t *testing.T, ep *extprocv3.ExternalProcessor) {
 		{"disable_immediate_response", ep.GetDisableImmediateResponse(), false},
 		{"forwarding_namespaces", ep.GetMetadataOptions().GetForwardingNamespaces().GetUntyped(), []string{jwtNamespace}},
 		{"receiving_namespaces", ep.GetMetadataOptions().GetReceivingNamespaces().GetUntyped(), []string{twNamespace}},
+		// tokenwarden tells Envoy's own 504/503 after a forwarded request
+		// from one for a request never sent by this attribute.
+		{"response_attributes", ep.GetResponseAttributes(), []string{"response.code_details"}},
 	}
 	for _, c := range checks {
 		if !equal(c.got, c.want) {

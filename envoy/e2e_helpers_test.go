@@ -1,7 +1,6 @@
 package envoy
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -58,6 +57,11 @@ identity:
     tier:   {header: x-tier, default: standard}
     user:   {metadata: {namespace: envoy.filters.http.jwt_authn, key: payload, path: [sub]}}
   required: [tenant]
+# An Azure OpenAI deployment serves the model it was created with, whatever
+# the body's "model" says.
+azure:
+  deployments:
+    e2e-prod-4o: gpt-4o
 estimation:
   tokenizer: approximate
   chars_per_token: 4
@@ -205,7 +209,7 @@ func startRig(t *testing.T, envoyBin string) (*e2eRig, error) {
 	// process can take a port chosen in advance.
 	cfg := filepath.Join(dir, "envoy.yaml")
 	a := addrs{listen: "127.0.0.1:0", admin: "127.0.0.1:0", tokenwarden: r.tw.listen, upstream: r.llmAddr}
-	if err := os.WriteFile(cfg, renderBootstrap(t, a), 0o644); err != nil {
+	if err := os.WriteFile(cfg, renderBootstrap(t, a, e2eRigRoutes(t)), 0o644); err != nil {
 		return nil, err
 	}
 	adminFile := filepath.Join(dir, "envoy-admin-address")
@@ -497,6 +501,30 @@ func (p *e2eProc) awaitLog(msg string, timeout time.Duration) (map[string]any, e
 	}
 }
 
+// awaitSettled waits for tokenwarden's "settled" log record of the
+// reservation an access log line names, and returns it. The record (debug
+// level, as the rig runs) carries the basis and the charge of exactly this
+// request, where a metric would mix in the parallel tests.
+func (r *e2eRig) awaitSettled(t *testing.T, line map[string]any, timeout time.Duration) map[string]any {
+	t.Helper()
+	id, _ := line["tw_reservation"].(string)
+	if id == "" {
+		t.Fatalf("access log line names no reservation: %v", line)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		for _, rec := range r.tokenwarden().logLines("settled") {
+			if rec["reservation"] == id {
+				return rec
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no settlement of reservation %s within %v of its access log line", id, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // e2eGet fetches a URL with a short timeout and returns status and body.
 func e2eGet(url string) (int, string, error) {
 	c := &http.Client{Timeout: 2 * time.Second}
@@ -624,26 +652,7 @@ func (r *e2eRig) openH2(t *testing.T, ctx context.Context, c e2eCaller, body []b
 // openWith sends the request with the given transport.
 func (r *e2eRig) openWith(t *testing.T, ctx context.Context, tr *http.Transport, c e2eCaller, body []byte, tag string, headers ...string) (*http.Response, error) {
 	t.Helper()
-	target := "http://" + r.listen + "/v1/chat/completions"
-	if tag != "" {
-		target += "?tag=" + tag
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	if len(headers)%2 != 0 {
-		t.Fatalf("headers: odd number of arguments %q", headers)
-	}
-	for i := 0; i < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	client := &http.Client{Timeout: 30 * time.Second, Transport: tr}
-	return client.Do(req)
+	return r.openCall(t, ctx, tr, c, body, tag, e2eCall{headers: headers})
 }
 
 // e2eIntHeader returns a response header as an integer, failing the test when it
@@ -667,27 +676,6 @@ func e2eWantStatus(t *testing.T, resp *e2eResponse, want int) {
 	if resp.status != want {
 		t.Fatalf("status: got %d, want %d (headers %v, body %s)", resp.status, want, resp.header, resp.body)
 	}
-}
-
-// metric returns the value of one sample on tokenwarden's /metrics (0 when
-// absent). sample is the metric name with its labels, as exposed.
-func (r *e2eRig) metric(t *testing.T, sample string) float64 {
-	t.Helper()
-	code, body, err := e2eGet("http://" + r.tokenwarden().admin + "/metrics")
-	if err != nil || code != http.StatusOK {
-		t.Fatalf("tokenwarden /metrics: %d %v", code, err)
-	}
-	sc := bufio.NewScanner(strings.NewReader(body))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				t.Fatalf("/metrics %s: %v", sample, err)
-			}
-			return f
-		}
-	}
-	return 0
 }
 
 // e2eSSEData splits an SSE body into the payloads of its data lines.

@@ -310,17 +310,17 @@ func TestE2ERateLimited(t *testing.T) {
 	})
 }
 
-// TestE2ECutStreams ends responses before their last message: the client
-// hangs up after two content chunks, or before the response headers, or the
-// upstream drops the connection after two chunks. Envoy then resets the
-// ext_proc stream, and tokenwarden must settle the reservation as cut short:
-// the input estimate plus the output it saw, not the whole estimate and not
-// nothing. tokenwarden_settlement_basis_total{basis="estimate"} shows when the
-// settlement has happened; the next request's remaining budget shows the
-// charge.
-//
-// The subtests run one after the other: no other e2e test settles on the
-// estimate basis, so the metric moves for them alone.
+// TestE2ECutStreams ends requests before their response's last message: the
+// client hangs up after two content chunks, or before the response headers,
+// or the upstream drops the connection after two chunks. Envoy then resets
+// the ext_proc stream, and tokenwarden must settle the reservation on what
+// it could see. A streamed response cut short is charged the input estimate
+// plus the output that went by (basis estimate): what reached the client is
+// what was generated, give or take a chunk. A request cut before any
+// response is charged its whole reservation (basis reserved): it was
+// forwarded, and the provider may be generating all of it. tokenwarden's
+// "settled" log record for the request's reservation shows when and on what
+// basis; the next request's remaining budget shows the charge.
 func TestE2ECutStreams(t *testing.T) {
 	t.Parallel()
 	r := e2e(t)
@@ -350,17 +350,17 @@ func TestE2ECutStreams(t *testing.T) {
 		// call makes the request as the client and returns once the
 		// response is over for the client.
 		call func(t *testing.T, c e2eCaller, body []byte, tag string)
-		// The output tokens tokenwarden may have seen: the range of the
-		// charge above the input estimate. fakellm's text is 4 bytes per
-		// real token; the server's calibrated approximation counts its
-		// short words up to about twice that, so maxOut allows 2×.
+		// basis is the settlement's: "reserved" keeps the whole
+		// reservation, "estimate" charges input plus the output seen.
+		basis string
+		// The output tokens tokenwarden may have charged: the range of
+		// the charge above the input estimate. fakellm's text is 4 bytes
+		// per real token; the server's calibrated approximation counts
+		// its short words up to about twice that, so maxOut allows 2×.
 		minOut, maxOut int64
 		// flags are the access log %RESPONSE_FLAGS% that may mark the
 		// request (one of them must).
 		flags []string
-		// reserved: the settlement keeps the whole reservation (basis
-		// "reserved") rather than input plus the output seen ("estimate").
-		reserved bool
 	}{
 		{
 			name:   "client hangs up mid-stream",
@@ -382,7 +382,7 @@ func TestE2ECutStreams(t *testing.T) {
 			// (STREAMED: Envoy forwards a chunk only after its reply); a
 			// chunk or two more may have reached it before the reset,
 			// never all ten.
-			minOut: 8, maxOut: 72,
+			basis: "estimate", minOut: 8, maxOut: 72,
 			flags: []string{"DC"}, // downstream connection termination
 		},
 		{
@@ -401,7 +401,7 @@ func TestE2ECutStreams(t *testing.T) {
 				}
 				readChunks(t, resp.Body, 2)
 			},
-			minOut: 8, maxOut: 72,
+			basis: "estimate", minOut: 8, maxOut: 72,
 			flags: []string{"DR"}, // downstream remote reset
 		},
 		{
@@ -418,9 +418,8 @@ func TestE2ECutStreams(t *testing.T) {
 			// No response seen, though the provider got the request: it
 			// may have generated, and billed, up to the cap, so the whole
 			// reservation stands.
-			minOut: maxTokens, maxOut: maxTokens,
-			flags:    []string{"DC"},
-			reserved: true,
+			basis: "reserved", minOut: maxTokens, maxOut: maxTokens,
+			flags: []string{"DC"},
 		},
 		{
 			name:   "upstream drops the stream",
@@ -446,7 +445,7 @@ func TestE2ECutStreams(t *testing.T) {
 			// fakellm sent two chunks and then dropped the connection;
 			// Envoy may reset the ext_proc stream before tokenwarden has
 			// read them.
-			minOut: 0, maxOut: 16,
+			basis: "estimate", minOut: 0, maxOut: 16,
 			// fakellm's HTTP/1.1 chunked body ends without its last chunk:
 			// Envoy 1.40 logs an upstream protocol error (UPE); a reset
 			// (UR) would say the same.
@@ -457,24 +456,16 @@ func TestE2ECutStreams(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newE2ECaller(t)
 			body := e2eChat(t, "Count slowly to ten.", maxTokens, tc.stream)
-			basis := `tokenwarden_settlement_basis_total{basis="estimate"}`
-			if tc.reserved {
-				basis = `tokenwarden_settlement_basis_total{basis="reserved"}`
-			}
-			before := r.metric(t, basis)
 			tag := c.tenant + "-cut"
 			tc.call(t, c, body, tag)
 			cutAt := time.Now()
 
-			for r.metric(t, basis) < before+1 {
-				if time.Since(cutAt) > 5*time.Second {
-					t.Fatalf("%s: still %v 5 s after the cut, want a settlement on that basis", basis, before)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			t.Logf("settled within %v of the cut", time.Since(cutAt).Round(time.Millisecond))
-
 			line := accessLogLine(t, r.envoy.stdout, tag)
+			settled := r.awaitSettled(t, line, 5*time.Second)
+			t.Logf("settled within %v of the cut", time.Since(cutAt).Round(time.Millisecond))
+			if settled["basis"] != tc.basis {
+				t.Errorf("settled on %v, want %s (log record %v)", settled["basis"], tc.basis, settled)
+			}
 			flags, _ := line["flags"].(string)
 			if !slices.ContainsFunc(tc.flags, func(f string) bool { return strings.Contains(flags, f) }) {
 				t.Errorf("access log flags: got %v, want one of %v", line["flags"], tc.flags)

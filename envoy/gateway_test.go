@@ -3,6 +3,7 @@ package envoy
 import (
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -234,6 +235,10 @@ var egBodyModes = map[string]extprocv3.ProcessingMode_BodySendMode{
 	"FullDuplexStreamed": extprocv3.ProcessingMode_FULL_DUPLEX_STREAMED,
 }
 
+// egAttributePattern is the CRD validation of a processingMode attribute
+// (ext_proc_types.go: ProcessingModeOptions.Attributes).
+var egAttributePattern = regexp.MustCompile(`^(connection\.|source\.|destination\.|request\.|response\.|upstream\.|xds\.route_)[a-z_1-9]*$`)
+
 // egExtProc builds the ext_proc filter config Envoy Gateway generates from an
 // EnvoyExtensionPolicy's extProc entry, following its translator
 // (internal/xds/translator/extproc.go): headers are sent for a direction that is
@@ -255,6 +260,11 @@ func egExtProc(t *testing.T, p *extensionPolicy) *extprocv3.ExternalProcessor {
 		ProcessingMode: pm,
 	}
 	body := func(o *processingModeOptions) extprocv3.ProcessingMode_BodySendMode {
+		for _, a := range o.Attributes {
+			if !egAttributePattern.MatchString(a) {
+				t.Fatalf("attribute %q: Envoy Gateway's CRD validation refuses it (%s)", a, egAttributePattern)
+			}
+		}
 		if o.Body == nil {
 			return extprocv3.ProcessingMode_NONE
 		}
@@ -267,9 +277,11 @@ func egExtProc(t *testing.T, p *extensionPolicy) *extprocv3.ExternalProcessor {
 	if m := e.ProcessingMode; m != nil {
 		if m.Request != nil {
 			pm.RequestHeaderMode, pm.RequestBodyMode = extprocv3.ProcessingMode_SEND, body(m.Request)
+			ep.RequestAttributes = m.Request.Attributes
 		}
 		if m.Response != nil {
 			pm.ResponseHeaderMode, pm.ResponseBodyMode = extprocv3.ProcessingMode_SEND, body(m.Response)
+			ep.ResponseAttributes = m.Response.Attributes
 		}
 		ep.AllowModeOverride = m.AllowModeOverride
 	}

@@ -255,7 +255,11 @@ func accessLogLine(t *testing.T, log *syncBuffer, tag string) map[string]any {
 		sc := bufio.NewScanner(strings.NewReader(log.String()))
 		for sc.Scan() {
 			var line map[string]any
-			if json.Unmarshal(sc.Bytes(), &line) == nil && strings.HasSuffix(fmt.Sprint(line["path"]), "?tag="+tag) {
+			if json.Unmarshal(sc.Bytes(), &line) != nil {
+				continue
+			}
+			// The tag is the query's last parameter, alone or after others.
+			if p := fmt.Sprint(line["path"]); strings.HasSuffix(p, "?tag="+tag) || strings.HasSuffix(p, "&tag="+tag) {
 				return line
 			}
 		}

@@ -63,10 +63,10 @@ func setAnthropicRateLimitHeaders(h http.Header) {
 // cache reads.
 func anthropicUsage(u usage, output int) map[string]any {
 	return map[string]any{
-		"input_tokens":                u.input - u.cached,
+		"input_tokens":                u.reportedUncachedInput(),
 		"cache_creation_input_tokens": 0,
 		"cache_read_input_tokens":     u.cached,
-		"output_tokens":               output,
+		"output_tokens":               u.reportedOutput(output),
 	}
 }
 
@@ -94,6 +94,7 @@ func serveMessages(log *slog.Logger, w http.ResponseWriter, r *http.Request) {
 		anthropicError(w, http.StatusBadRequest, "max_tokens: Input should be greater than or equal to 1")
 		return
 	}
+	setSeen(w.Header(), req.Model, req.MaxTokens)
 	u := ctl.plan(len(body), *req.MaxTokens)
 	w.Header().Set("request-id", newID("req_"))
 	if ctl.rateLimitHeaders {

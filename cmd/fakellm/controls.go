@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"math/big"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,13 +13,18 @@ import (
 // Request headers that steer one fakellm response. All are optional.
 const (
 	// hdrInputTokens sets the input (prompt) token count reported in usage,
-	// cached tokens included. Default: request body bytes / 4.
+	// cached tokens included. Default: request body bytes / 4. Any other JSON
+	// number than an integer in [0, maxCount] (1e30, -5, 2.5) is reported
+	// verbatim, as an upstream with a bug or a grudge might.
 	hdrInputTokens = "x-fakellm-input-tokens"
 	// hdrCachedTokens sets how many of the input tokens were cache reads. Default 0.
 	hdrCachedTokens = "x-fakellm-cached-tokens"
 	// hdrOutputTokens sets how many output tokens the model "generates". Default
 	// defaultOutputTokens. The request's output cap (max_tokens and friends) still
 	// wins: a smaller cap truncates the output and the finish reason says so.
+	// Any other JSON number than an integer in [0, maxCount] is reported
+	// verbatim as the output count of the final usage, over a text of
+	// defaultOutputTokens.
 	hdrOutputTokens = "x-fakellm-output-tokens"
 	// hdrChunks sets the number of content chunks (stream events carrying text).
 	// Default defaultChunks.
@@ -36,6 +43,10 @@ const (
 	// events that close the stream (so no final usage is ever sent). On a JSON
 	// response it drops the connection half-way through the body.
 	hdrCutAfter = "x-fakellm-cut-after"
+	// hdrResetBeforeHeaders ("true") reads the whole request and then drops the
+	// connection without a response: the upstream took the request (and a real
+	// provider may have started to bill it) but the proxy gets no answer.
+	hdrResetBeforeHeaders = "x-fakellm-reset-before-headers"
 )
 
 const (
@@ -48,14 +59,18 @@ const (
 
 // controls is one request's parsed x-fakellm-* headers.
 type controls struct {
-	inputTokens      int // -1: derive from the body size
-	cachedTokens     int
-	outputTokens     int
-	chunks           int
-	chunkDelay       time.Duration
-	status           int // 0: answer normally
-	rateLimitHeaders bool
-	cutAfter         int // -1: never
+	inputTokens        int // -1: derive from the body size
+	cachedTokens       int
+	outputTokens       int
+	chunks             int
+	chunkDelay         time.Duration
+	status             int // 0: answer normally
+	rateLimitHeaders   bool
+	cutAfter           int // -1: never
+	resetBeforeHeaders bool
+	// inputLiteral and outputLiteral, when set, are JSON numbers reported
+	// verbatim in place of the input and output counts.
+	inputLiteral, outputLiteral string
 }
 
 // parseControls reads the x-fakellm-* headers of h. An unparsable header is an
@@ -74,16 +89,26 @@ func parseControls(h http.Header) (controls, error) {
 		{hdrCutAfter, &c.cutAfter, 0},
 		{hdrStatus, &c.status, 100},
 	}
+	literals := map[string]*string{hdrInputTokens: &c.inputLiteral, hdrOutputTokens: &c.outputLiteral}
 	for _, f := range ints {
-		v := h.Get(f.name)
+		v := strings.TrimSpace(h.Get(f.name))
 		if v == "" {
 			continue
 		}
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || n < f.min || n > maxCount {
-			return controls{}, fmt.Errorf("%s: want an integer in [%d, %d], got %q", f.name, f.min, maxCount, v)
+		n, err := strconv.Atoi(v)
+		if err == nil && n >= f.min && n <= maxCount {
+			*f.dst = n
+			continue
 		}
-		*f.dst = n
+		if lit := literals[f.name]; lit != nil && isJSONNumber(v) {
+			*lit = v
+			continue
+		}
+		want := fmt.Sprintf("an integer in [%d, %d]", f.min, maxCount)
+		if literals[f.name] != nil {
+			want += " or a JSON number to report verbatim"
+		}
+		return controls{}, fmt.Errorf("%s: want %s, got %q", f.name, want, v)
 	}
 	if c.status != 0 && c.status > 599 {
 		return controls{}, fmt.Errorf("%s: want an HTTP status, got %d", hdrStatus, c.status)
@@ -95,14 +120,31 @@ func parseControls(h http.Header) (controls, error) {
 		}
 		c.chunkDelay = d
 	}
-	if v := h.Get(hdrRateLimitHeaders); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return controls{}, fmt.Errorf("%s: want true or false, got %q", hdrRateLimitHeaders, v)
+	for name, dst := range map[string]*bool{hdrRateLimitHeaders: &c.rateLimitHeaders, hdrResetBeforeHeaders: &c.resetBeforeHeaders} {
+		if v := h.Get(name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return controls{}, fmt.Errorf("%s: want true or false, got %q", name, v)
+			}
+			*dst = b
 		}
-		c.rateLimitHeaders = b
 	}
 	return c, nil
+}
+
+// isJSONNumber reports whether s is one JSON number literal.
+func isJSONNumber(s string) bool {
+	if s == "" || (s[0] != '-' && (s[0] < '0' || s[0] > '9')) {
+		return false
+	}
+	d := json.NewDecoder(strings.NewReader(s))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil || d.More() {
+		return false
+	}
+	n, ok := v.(json.Number)
+	return ok && n.String() == s
 }
 
 // usage is the token accounting of one fakellm answer, before each API maps it
@@ -112,12 +154,19 @@ type usage struct {
 	cached    int // cache reads, a subset of input
 	output    int // tokens generated
 	truncated bool
+	// inputLiteral and outputLiteral, when set, are reported in place of
+	// input and output (see controls).
+	inputLiteral, outputLiteral string
 }
 
 // plan decides the usage of a request whose body had bodyLen bytes and whose
 // output cap (max_tokens or the API's equivalent) is maxOutput, 0 meaning none.
 func (c controls) plan(bodyLen, maxOutput int) usage {
-	u := usage{input: c.inputTokens, cached: c.cachedTokens, output: c.outputTokens}
+	u := usage{input: c.inputTokens, cached: c.cachedTokens, output: c.outputTokens,
+		inputLiteral: c.inputLiteral, outputLiteral: c.outputLiteral}
+	if c.outputLiteral != "" {
+		u.output = defaultOutputTokens
+	}
 	if u.input < 0 {
 		u.input = bodyLen / 4
 	}
@@ -128,4 +177,58 @@ func (c controls) plan(bodyLen, maxOutput int) usage {
 		u.output, u.truncated = maxOutput, true
 	}
 	return u
+}
+
+// reportedInput is the input count as usage reports it.
+func (u usage) reportedInput() any {
+	if u.inputLiteral != "" {
+		return json.Number(u.inputLiteral)
+	}
+	return u.input
+}
+
+// reportedUncachedInput is the input count less cache reads, as Anthropic
+// reports it. A literal input is reported as it is.
+func (u usage) reportedUncachedInput() any {
+	if u.inputLiteral != "" {
+		return json.Number(u.inputLiteral)
+	}
+	return u.input - u.cached
+}
+
+// reportedOutput is the output count as usage reports it after soFar of the
+// output tokens: the literal takes the place of the final count.
+func (u usage) reportedOutput(soFar int) any {
+	if u.outputLiteral != "" && soFar == u.output {
+		return json.Number(u.outputLiteral)
+	}
+	return soFar
+}
+
+// reportedTotal is input plus the reported output after soFar tokens, exact
+// also when a literal is involved.
+func (u usage) reportedTotal(soFar int) any {
+	in, out := u.reportedInput(), u.reportedOutput(soFar)
+	if a, ok := in.(int); ok {
+		if b, ok := out.(int); ok {
+			return a + b
+		}
+	}
+	return addNumbers(fmt.Sprint(in), fmt.Sprint(out))
+}
+
+// addNumbers adds two JSON number literals at 256 bits of precision (about
+// 77 significant digits: 1e30 + 16 is exact, 1e400 + 16 is 1e+400). A
+// literal beyond big.Float's exponent range makes the sum that literal.
+func addNumbers(a, b string) json.Number {
+	x, _, errA := big.ParseFloat(a, 10, 256, big.ToNearestEven)
+	if errA != nil || x.IsInf() {
+		return json.Number(a)
+	}
+	y, _, errB := big.ParseFloat(b, 10, 256, big.ToNearestEven)
+	if errB != nil || y.IsInf() {
+		return json.Number(b)
+	}
+	// 'g' output ("1.000000000000000000000000000016e+30") is valid JSON.
+	return json.Number(x.Add(x, y).Text('g', -1))
 }

@@ -8,10 +8,13 @@ import (
 
 // geminiRequest holds the fields of a Gemini generateContent request that change
 // fakellm's answer.
+//
+// Google's proto JSON parser takes a field's lowerCamelCase name and its
+// proto name alike; when a body has both, fakellm reads the camelCase one.
 type geminiRequest struct {
 	GenerationConfig *struct {
-		MaxOutputTokens *int `json:"maxOutputTokens"`
-	} `json:"generationConfig"`
+		MaxOutputTokens *int `json:"maxOutputTokens" alias:"max_output_tokens"`
+	} `json:"generationConfig" alias:"generation_config"`
 }
 
 // geminiStatus is the google.rpc status name Gemini pairs with an HTTP status.
@@ -52,12 +55,12 @@ func geminiError(w http.ResponseWriter, status int, msg string) {
 // Gemini leaves zero counts out.
 func geminiUsage(u usage, output int) map[string]any {
 	m := map[string]any{
-		"promptTokenCount":    u.input,
-		"totalTokenCount":     u.input + output,
-		"promptTokensDetails": []any{map[string]any{"modality": "TEXT", "tokenCount": u.input}},
+		"promptTokenCount":    u.reportedInput(),
+		"totalTokenCount":     u.reportedTotal(output),
+		"promptTokensDetails": []any{map[string]any{"modality": "TEXT", "tokenCount": u.reportedInput()}},
 	}
-	if output > 0 {
-		m["candidatesTokenCount"] = output
+	if out := u.reportedOutput(output); out != 0 {
+		m["candidatesTokenCount"] = out
 	}
 	if u.cached > 0 {
 		m["cachedContentTokenCount"] = u.cached
@@ -86,10 +89,15 @@ func serveGemini(log *slog.Logger, w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, body, &req, geminiError) {
 		return
 	}
-	maxOut := 0
-	if req.GenerationConfig != nil && req.GenerationConfig.MaxOutputTokens != nil {
-		maxOut = *req.GenerationConfig.MaxOutputTokens
+	var outputCap *int
+	if req.GenerationConfig != nil {
+		outputCap = req.GenerationConfig.MaxOutputTokens
 	}
+	maxOut := 0
+	if outputCap != nil {
+		maxOut = *outputCap
+	}
+	setSeen(w.Header(), model, outputCap)
 	u := ctl.plan(len(body), maxOut)
 	if ctl.status != 0 {
 		logRequest(log, r, "gemini", model, stream, ctl.status, u)

@@ -140,3 +140,25 @@ func TestGeminiErrors(t *testing.T) {
 }
 
 func toJSONString(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+// TestGeminiEscapedPath checks a percent-encoded colon is the same call, as
+// at Google's front end.
+func TestGeminiEscapedPath(t *testing.T) {
+	srv := newTestServer(t)
+	for _, path := range []string{
+		"/v1beta/models/gemini-2.0-flash%3AgenerateContent",
+		"/v1beta/models/gemini-2.0-flash%3agenerateContent",
+	} {
+		r := call(t, srv, path, `{"contents":[]}`, map[string]string{hdrOutputTokens: "6"})
+		if r.status != 200 {
+			t.Errorf("%s: status got %d, want 200: %s", path, r.status, r.body)
+			continue
+		}
+		if got := r.header.Get(hdrSeenModel); got != "gemini-2.0-flash" {
+			t.Errorf("%s: %s got %q, want gemini-2.0-flash", path, hdrSeenModel, got)
+		}
+		if got := num(t, decodeJSON(t, r.body), "usageMetadata", "candidatesTokenCount"); got != 6 {
+			t.Errorf("%s: candidatesTokenCount got %d, want 6", path, got)
+		}
+	}
+}

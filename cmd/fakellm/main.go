@@ -1,11 +1,14 @@
 // Command fakellm is a mock LLM upstream for tokenwarden's demo and tests.
 //
-// It speaks OpenAI /v1/chat/completions and /v1/responses, Anthropic
-// /v1/messages and Gemini /v1beta/models/{model}:generateContent and
-// :streamGenerateContent, as JSON and as streams, in the providers' wire shapes.
-// Every request can be steered with x-fakellm-* headers (token counts, chunking,
-// delays, error statuses, provider rate-limit headers, a connection dropped
-// mid-stream); see controls.go.
+// It speaks OpenAI /v1/chat/completions and /v1/responses, Azure OpenAI
+// /openai/deployments/{deployment}/chat/completions, Anthropic /v1/messages and
+// Gemini /v1beta/models/{model}:generateContent and :streamGenerateContent, as
+// JSON and as streams, in the providers' wire shapes. It reads request bodies as
+// the providers do (exact keys, the last of duplicates; see body.go) and says
+// what it read in x-fakellm-seen-* response headers. Every request can be
+// steered with x-fakellm-* headers (token counts, absurd ones included,
+// chunking, delays, error statuses, provider rate-limit headers, a connection
+// dropped before the response or mid-stream); see controls.go.
 //
 // Usage:
 //

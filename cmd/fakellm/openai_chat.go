@@ -61,12 +61,34 @@ func setOpenAIRateLimitHeaders(h http.Header) {
 	h.Set("x-ratelimit-reset-tokens", "2ms")
 }
 
+// azureNotFound is Azure OpenAI's answer to a call without ?api-version=.
+func azureNotFound(w http.ResponseWriter) {
+	writeJSON(w, controls{cutAfter: -1}, http.StatusNotFound, map[string]any{
+		"error": map[string]any{"code": "404", "message": "Resource not found"},
+	})
+}
+
+// azurePromptFilterResults is Azure's content-filter verdict on the prompt.
+func azurePromptFilterResults() []any {
+	safe := map[string]any{"filtered": false, "severity": "safe"}
+	return []any{map[string]any{"prompt_index": 0, "content_filter_results": map[string]any{
+		"hate": safe, "self_harm": safe, "sexual": safe, "violence": safe,
+		"jailbreak": map[string]any{"filtered": false, "detected": false},
+	}}}
+}
+
+// azureContentFilterResults is Azure's content-filter verdict on output text.
+func azureContentFilterResults() map[string]any {
+	safe := map[string]any{"filtered": false, "severity": "safe"}
+	return map[string]any{"hate": safe, "self_harm": safe, "sexual": safe, "violence": safe}
+}
+
 // openAIUsage is the usage object of chat completions.
 func openAIUsage(u usage) map[string]any {
 	return map[string]any{
-		"prompt_tokens":     u.input,
-		"completion_tokens": u.output,
-		"total_tokens":      u.input + u.output,
+		"prompt_tokens":     u.reportedInput(),
+		"completion_tokens": u.reportedOutput(u.output),
+		"total_tokens":      u.reportedTotal(u.output),
 		"prompt_tokens_details": map[string]any{
 			"cached_tokens": u.cached, "audio_tokens": 0,
 		},
@@ -77,8 +99,17 @@ func openAIUsage(u usage) map[string]any {
 	}
 }
 
-// serveChat answers POST /v1/chat/completions.
-func serveChat(log *slog.Logger, w http.ResponseWriter, r *http.Request) {
+// serveChat answers POST /v1/chat/completions, and Azure OpenAI's
+// /openai/deployments/{deployment}/chat/completions when deployment is set:
+// there the deployment is the model (the body's "model" is ignored), the
+// query must name an api-version, and responses carry Azure's content-filter
+// results (a first stream chunk with empty choices among them).
+func serveChat(log *slog.Logger, w http.ResponseWriter, r *http.Request, deployment string) {
+	azure := deployment != ""
+	if azure && r.URL.Query().Get("api-version") == "" {
+		azureNotFound(w)
+		return
+	}
 	ctl, body, ok := readRequest(w, r, openAIError)
 	if !ok {
 		return
@@ -86,6 +117,9 @@ func serveChat(log *slog.Logger, w http.ResponseWriter, r *http.Request) {
 	var req chatRequest
 	if !decodeBody(w, body, &req, openAIError) {
 		return
+	}
+	if azure {
+		req.Model = deployment
 	}
 	if req.Model == "" {
 		openAIError(w, http.StatusBadRequest, "you must provide a model parameter")
@@ -95,13 +129,15 @@ func serveChat(log *slog.Logger, w http.ResponseWriter, r *http.Request) {
 		openAIError(w, http.StatusBadRequest, "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.")
 		return
 	}
-	maxOut := 0
-	switch {
-	case req.MaxCompletionTokens != nil:
-		maxOut = *req.MaxCompletionTokens
-	case req.MaxTokens != nil:
-		maxOut = *req.MaxTokens
+	outputCap := req.MaxTokens
+	if req.MaxCompletionTokens != nil {
+		outputCap = req.MaxCompletionTokens
 	}
+	maxOut := 0
+	if outputCap != nil {
+		maxOut = *outputCap
+	}
+	setSeen(w.Header(), req.Model, outputCap)
 	u := ctl.plan(len(body), maxOut)
 	w.Header().Set("x-request-id", newID("req_"))
 	if ctl.rateLimitHeaders {
@@ -123,18 +159,24 @@ func serveChat(log *slog.Logger, w http.ResponseWriter, r *http.Request) {
 		if !sleep(r.Context(), ctl.chunkDelay) {
 			return
 		}
-		writeJSON(w, ctl, http.StatusOK, map[string]any{
+		choice := map[string]any{
+			"index":         0,
+			"message":       map[string]any{"role": "assistant", "content": fullText(u.output), "refusal": nil, "annotations": []any{}},
+			"logprobs":      nil,
+			"finish_reason": finish,
+		}
+		resp := map[string]any{
 			"id": id, "object": "chat.completion", "created": created, "model": req.Model,
-			"choices": []any{map[string]any{
-				"index":         0,
-				"message":       map[string]any{"role": "assistant", "content": fullText(u.output), "refusal": nil, "annotations": []any{}},
-				"logprobs":      nil,
-				"finish_reason": finish,
-			}},
+			"choices":            []any{choice},
 			"usage":              openAIUsage(u),
 			"service_tier":       "default",
 			"system_fingerprint": "fp_fakellm",
-		})
+		}
+		if azure {
+			choice["content_filter_results"] = azureContentFilterResults()
+			resp["prompt_filter_results"] = azurePromptFilterResults()
+		}
+		writeJSON(w, ctl, http.StatusOK, resp)
 		return
 	}
 
@@ -153,10 +195,25 @@ func serveChat(log *slog.Logger, w http.ResponseWriter, r *http.Request) {
 		return c
 	}
 	choice := func(delta map[string]any, finish any) []any {
-		return []any{map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}}
+		c := map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}
+		if azure {
+			c["content_filter_results"] = map[string]any{}
+			if delta["content"] != nil && delta["content"] != "" {
+				c["content_filter_results"] = azureContentFilterResults()
+			}
+		}
+		return []any{c}
 	}
 
 	s := startStream(w, r, ctl, sseLF)
+	// Azure first sends the prompt's filter results, in a chunk with empty
+	// choices and no usage key (not the usage chunk), and empty id and model.
+	if azure && !s.event("", map[string]any{
+		"choices": []any{}, "created": 0, "id": "", "model": "", "object": "",
+		"prompt_filter_results": azurePromptFilterResults(),
+	}) {
+		return
+	}
 	if !s.event("", chunk(choice(map[string]any{"role": "assistant", "content": "", "refusal": nil}, nil), nil)) {
 		return
 	}
@@ -169,6 +226,17 @@ func serveChat(log *slog.Logger, w http.ResponseWriter, r *http.Request) {
 	}
 	s.cutHere(len(texts))
 	if !s.event("", chunk(choice(map[string]any{}, finish), nil)) {
+		return
+	}
+	// Azure's verdict on the whole output text comes after the finish
+	// chunk: choices without a delta.
+	if azure && !s.event("", map[string]any{
+		"choices": []any{map[string]any{
+			"content_filter_offsets": map[string]any{"check_offset": 0, "start_offset": 0, "end_offset": 4 * u.output},
+			"content_filter_results": azureContentFilterResults(), "finish_reason": nil, "index": 0,
+		}},
+		"created": 0, "id": "", "model": "", "object": "",
+	}) {
 		return
 	}
 	if includeUsage && !s.event("", chunk([]any{}, openAIUsage(u))) {

@@ -219,3 +219,87 @@ func TestChatJSONCut(t *testing.T) {
 		t.Errorf("cut body is complete JSON: %q", r.body)
 	}
 }
+
+// TestAzureChat covers Azure OpenAI's deployment paths: the deployment is the
+// model, the api-version query is required, and the answers carry Azure's
+// content-filter results in the shapes of testdata/openai.
+func TestAzureChat(t *testing.T) {
+	srv := newTestServer(t)
+	const path = "/openai/deployments/prod-4o/chat/completions?api-version=2024-10-21"
+	headers := map[string]string{hdrInputTokens: "50", hdrOutputTokens: "10", hdrChunks: "3"}
+
+	t.Run("json", func(t *testing.T) {
+		r := call(t, srv, path, `{"model":"ignored","messages":[]}`, headers)
+		if r.status != 200 {
+			t.Fatalf("status got %d, want 200: %s", r.status, r.body)
+		}
+		m := decodeJSON(t, r.body)
+		if m["model"] != "prod-4o" {
+			t.Errorf("model got %v, want the deployment prod-4o", m["model"])
+		}
+		if _, ok := m["prompt_filter_results"].([]any); !ok {
+			t.Errorf("no prompt_filter_results: %v", m)
+		}
+		choice := m["choices"].([]any)[0].(map[string]any)
+		if _, ok := choice["content_filter_results"].(map[string]any); !ok {
+			t.Errorf("choice has no content_filter_results: %v", choice)
+		}
+		if num(t, m, "usage", "prompt_tokens") != 50 || num(t, m, "usage", "completion_tokens") != 10 {
+			t.Errorf("usage got %v, want 50 and 10", m["usage"])
+		}
+	})
+
+	t.Run("stream", func(t *testing.T) {
+		r := call(t, srv, path, `{"messages":[],"stream":true,"stream_options":{"include_usage":true}}`, headers)
+		chunks := chatChunks(t, r.body)
+		first := chunks[0]
+		if choices := first["choices"].([]any); len(choices) != 0 || first["prompt_filter_results"] == nil {
+			t.Errorf("first chunk got %v, want empty choices and prompt_filter_results", first)
+		}
+		if _, ok := first["usage"]; ok {
+			t.Errorf("first chunk has a usage key: %v (it is not the usage chunk)", first)
+		}
+		var text strings.Builder
+		var offsets int
+		for _, c := range chunks[1:] {
+			for _, ch := range c["choices"].([]any) {
+				ch := ch.(map[string]any)
+				if ch["content_filter_offsets"] != nil {
+					offsets++
+					if _, ok := ch["delta"]; ok {
+						t.Errorf("content-filter chunk has a delta: %v", ch)
+					}
+				}
+				if d, ok := ch["delta"].(map[string]any); ok {
+					if s, ok := d["content"].(string); ok {
+						text.WriteString(s)
+					}
+				}
+			}
+		}
+		if offsets != 1 || text.Len() != 40 {
+			t.Errorf("got %d content-filter chunks and %d bytes of text, want 1 and 40", offsets, text.Len())
+		}
+		last := chunks[len(chunks)-1]
+		if num(t, last, "usage", "prompt_tokens") != 50 || num(t, last, "usage", "completion_tokens") != 10 {
+			t.Errorf("last chunk usage got %v, want 50 and 10", last["usage"])
+		}
+	})
+
+	t.Run("no api-version", func(t *testing.T) {
+		r := call(t, srv, "/openai/deployments/prod-4o/chat/completions", `{"messages":[]}`, nil)
+		if r.status != 404 {
+			t.Fatalf("status got %d, want 404", r.status)
+		}
+		if e, _ := decodeJSON(t, r.body)["error"].(map[string]any); e["code"] != "404" || e["message"] != "Resource not found" {
+			t.Errorf("body got %s, want Azure's Resource not found", r.body)
+		}
+	})
+
+	t.Run("reasoning deployment name", func(t *testing.T) {
+		r := call(t, srv, "/openai/deployments/o3-mini/chat/completions?api-version=2024-10-21", `{"model":"gpt-4o","max_tokens":5}`, nil)
+		if r.status != 400 {
+			t.Errorf("status got %d, want 400: the deployment, not the body's model, decides", r.status)
+		}
+	})
+}

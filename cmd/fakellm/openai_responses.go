@@ -12,6 +12,7 @@ type responsesRequest struct {
 	Model           string `json:"model"`
 	Stream          bool   `json:"stream"`
 	MaxOutputTokens *int   `json:"max_output_tokens"`
+	Background      bool   `json:"background"`
 }
 
 // minResponsesOutputCap is the smallest max_output_tokens the Responses API takes.
@@ -20,11 +21,11 @@ const minResponsesOutputCap = 16
 // responsesUsage is the usage object of the Responses API.
 func responsesUsage(u usage) map[string]any {
 	return map[string]any{
-		"input_tokens":          u.input,
+		"input_tokens":          u.reportedInput(),
 		"input_tokens_details":  map[string]any{"cached_tokens": u.cached},
-		"output_tokens":         u.output,
+		"output_tokens":         u.reportedOutput(u.output),
 		"output_tokens_details": map[string]any{"reasoning_tokens": 0},
-		"total_tokens":          u.input + u.output,
+		"total_tokens":          u.reportedTotal(u.output),
 	}
 }
 
@@ -50,6 +51,7 @@ func serveResponses(log *slog.Logger, w http.ResponseWriter, r *http.Request) {
 		}
 		maxOut = *req.MaxOutputTokens
 	}
+	setSeen(w.Header(), req.Model, req.MaxOutputTokens)
 	u := ctl.plan(len(body), maxOut)
 	w.Header().Set("x-request-id", newID("req_"))
 	if ctl.rateLimitHeaders {
@@ -82,11 +84,18 @@ func serveResponses(log *slog.Logger, w http.ResponseWriter, r *http.Request) {
 			"id": id, "object": "response", "created_at": created, "status": status,
 			"model": req.Model, "output": output, "usage": usage,
 			"incomplete_details": incomplete, "error": nil,
-			"max_output_tokens": req.MaxOutputTokens,
+			"max_output_tokens": req.MaxOutputTokens, "background": req.Background,
 		}
 	}
 	final := response(status, []any{item(itemStatus, []any{part(text)})}, responsesUsage(u), incomplete)
 
+	if req.Background && !req.Stream {
+		// The reply only acknowledges the request: the generation runs on,
+		// to be fetched later (GET /v1/responses/{id}, which fakellm does not
+		// serve), and the usage it will bill is not known yet.
+		writeJSON(w, ctl, http.StatusOK, response("queued", []any{}, nil, nil))
+		return
+	}
 	if !req.Stream {
 		if !sleep(r.Context(), ctl.chunkDelay) {
 			return
@@ -105,8 +114,13 @@ func serveResponses(log *slog.Logger, w http.ResponseWriter, r *http.Request) {
 		seq++
 		return send(typ, fields)
 	}
+	created0 := response("in_progress", []any{}, nil, nil)
+	if req.Background {
+		// A background stream starts queued.
+		created0 = response("queued", []any{}, nil, nil)
+	}
 	inProgress := response("in_progress", []any{}, nil, nil)
-	if !ev(s.event, "response.created", map[string]any{"response": inProgress}) ||
+	if !ev(s.event, "response.created", map[string]any{"response": created0}) ||
 		!ev(s.event, "response.in_progress", map[string]any{"response": inProgress}) ||
 		!ev(s.event, "response.output_item.added", map[string]any{"output_index": 0, "item": item("in_progress", []any{})}) ||
 		!ev(s.event, "response.content_part.added", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0, "part": part("")}) {

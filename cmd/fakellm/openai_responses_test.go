@@ -130,3 +130,41 @@ func TestResponsesCut(t *testing.T) {
 		t.Error("cut stream reached response.completed")
 	}
 }
+
+// TestResponsesBackground covers "background": true: the reply is queued, with
+// no output and usage null.
+func TestResponsesBackground(t *testing.T) {
+	srv := newTestServer(t)
+	r := call(t, srv, responsesPath, `{"model":"o3","input":"think long","background":true}`, nil)
+	if r.status != 200 {
+		t.Fatalf("status got %d, want 200: %s", r.status, r.body)
+	}
+	m := decodeJSON(t, r.body)
+	if m["status"] != "queued" || m["background"] != true {
+		t.Errorf("status %v background %v, want queued and true", m["status"], m["background"])
+	}
+	if u, ok := m["usage"]; !ok || u != nil {
+		t.Errorf("usage got %v (present %v), want null", u, ok)
+	}
+	if out, _ := m["output"].([]any); len(out) != 0 {
+		t.Errorf("output got %v, want []", m["output"])
+	}
+
+	plain := decodeJSON(t, call(t, srv, responsesPath, `{"model":"o3","input":"hi"}`, nil).body)
+	if plain["background"] != false || plain["status"] != "completed" {
+		t.Errorf("without background: background %v status %v, want false and completed", plain["background"], plain["status"])
+	}
+
+	s := call(t, srv, responsesPath, `{"model":"o3","input":"hi","background":true,"stream":true}`, nil)
+	evs := parseSSE(t, s.body)
+	var created map[string]any
+	if err := json.Unmarshal([]byte(evs[0].data), &created); err != nil {
+		t.Fatal(err)
+	}
+	if st := created["response"].(map[string]any)["status"]; evs[0].name != "response.created" || st != "queued" {
+		t.Errorf("first event %s with status %v, want response.created, queued", evs[0].name, st)
+	}
+	if last := evs[len(evs)-1].name; last != "response.completed" {
+		t.Errorf("last event %s, want response.completed", last)
+	}
+}

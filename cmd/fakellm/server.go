@@ -21,10 +21,16 @@ const maxBodyBytes = 128 << 20
 // newHandler routes the provider APIs fakellm imitates.
 func newHandler(log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { serveChat(log, w, r) })
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { serveChat(log, w, r, "") })
+	// Azure OpenAI names the deployment in the path and ignores the body's model.
+	mux.HandleFunc("POST /openai/deployments/{deployment}/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		serveChat(log, w, r, r.PathValue("deployment"))
+	})
 	mux.HandleFunc("POST /v1/responses", func(w http.ResponseWriter, r *http.Request) { serveResponses(log, w, r) })
 	mux.HandleFunc("POST /v1/messages", func(w http.ResponseWriter, r *http.Request) { serveMessages(log, w, r) })
 	// Gemini puts model and method in one path segment: models/gemini-2.5-flash:generateContent.
+	// The mux unescapes the segment, as Google's front end does: ...%3AgenerateContent
+	// and ...%3agenerateContent are the same call.
 	mux.HandleFunc("POST /v1beta/models/{call}", func(w http.ResponseWriter, r *http.Request) { serveGemini(log, w, r) })
 	mux.HandleFunc("POST /v1/models/{call}", func(w http.ResponseWriter, r *http.Request) { serveGemini(log, w, r) })
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
@@ -52,17 +58,12 @@ func readRequest(w http.ResponseWriter, r *http.Request, fail errorWriter) (ctl 
 		}
 		return ctl, nil, false
 	}
-	return ctl, body, true
-}
-
-// decodeBody unmarshals a JSON request body into v, answering 400 when it is not
-// a JSON object.
-func decodeBody(w http.ResponseWriter, body []byte, v any, fail errorWriter) bool {
-	if err := json.Unmarshal(body, v); err != nil {
-		fail(w, http.StatusBadRequest, "We could not parse the JSON body of your request: "+err.Error())
-		return false
+	if ctl.resetBeforeHeaders {
+		// The whole request was read; now the connection drops before any
+		// response byte (net/http closes it on this panic).
+		panic(http.ErrAbortHandler)
 	}
-	return true
+	return ctl, body, true
 }
 
 // writeJSON answers status with v as JSON. With ctl.cutAfter set it sends only the
@@ -255,7 +256,7 @@ func newID(prefix string) string {
 // logRequest records what fakellm answered.
 func logRequest(log *slog.Logger, r *http.Request, api, model string, stream bool, status int, u usage) {
 	log.Info("request", "api", api, "path", r.URL.Path, "model", model, "stream", stream, "status", status,
-		"input_tokens", u.input, "cached_tokens", u.cached, "output_tokens", u.output, "truncated", u.truncated)
+		"input_tokens", u.reportedInput(), "cached_tokens", u.cached, "output_tokens", u.reportedOutput(u.output), "truncated", u.truncated)
 }
 
 // errorMessage is the message of an error reply triggered by x-fakellm-status.

@@ -148,9 +148,22 @@ func TestParseControls(t *testing.T) {
 		}, controls{inputTokens: 100, cachedTokens: 40, outputTokens: 7, chunks: 3, chunkDelay: 15 * time.Millisecond,
 			status: 429, rateLimitHeaders: true, cutAfter: 2}, ""},
 		{"zero chunks", map[string]string{hdrChunks: "0"}, controls{}, hdrChunks},
-		{"negative tokens", map[string]string{hdrOutputTokens: "-1"}, controls{}, hdrOutputTokens},
+		{"negative cached tokens", map[string]string{hdrCachedTokens: "-1"}, controls{}, hdrCachedTokens},
 		{"not a number", map[string]string{hdrInputTokens: "many"}, controls{}, hdrInputTokens},
-		{"huge count", map[string]string{hdrOutputTokens: "99999999999"}, controls{}, hdrOutputTokens},
+		{"not a JSON number", map[string]string{hdrOutputTokens: "1e"}, controls{}, hdrOutputTokens},
+		{"hex", map[string]string{hdrInputTokens: "0x10"}, controls{}, hdrInputTokens},
+		{"two numbers", map[string]string{hdrInputTokens: "1 2"}, controls{}, hdrInputTokens},
+		{"leading zero", map[string]string{hdrInputTokens: "01.5"}, controls{}, hdrInputTokens},
+		{"huge chunk count", map[string]string{hdrChunks: "99999999999"}, controls{}, hdrChunks},
+		{"literal input", map[string]string{hdrInputTokens: "1e30"},
+			controls{inputTokens: -1, outputTokens: defaultOutputTokens, chunks: defaultChunks, cutAfter: -1, inputLiteral: "1e30"}, ""},
+		{"literal outputs", map[string]string{hdrOutputTokens: "-5"},
+			controls{inputTokens: -1, outputTokens: defaultOutputTokens, chunks: defaultChunks, cutAfter: -1, outputLiteral: "-5"}, ""},
+		{"count beyond maxCount is a literal", map[string]string{hdrOutputTokens: "99999999999"},
+			controls{inputTokens: -1, outputTokens: defaultOutputTokens, chunks: defaultChunks, cutAfter: -1, outputLiteral: "99999999999"}, ""},
+		{"reset before headers", map[string]string{hdrResetBeforeHeaders: "true"},
+			controls{inputTokens: -1, outputTokens: defaultOutputTokens, chunks: defaultChunks, cutAfter: -1, resetBeforeHeaders: true}, ""},
+		{"bad reset", map[string]string{hdrResetBeforeHeaders: "soon"}, controls{}, hdrResetBeforeHeaders},
 		{"bad duration", map[string]string{hdrChunkDelay: "5"}, controls{}, hdrChunkDelay},
 		{"bad bool", map[string]string{hdrRateLimitHeaders: "yes please"}, controls{}, hdrRateLimitHeaders},
 		{"status out of range", map[string]string{hdrStatus: "700"}, controls{}, hdrStatus},
@@ -193,6 +206,10 @@ func TestPlan(t *testing.T) {
 		{"cap truncates", base, 40, 5, usage{input: 10, output: 5, truncated: true}},
 		{"cap above output", base, 40, 100, usage{input: 10, output: 16}},
 		{"cached capped at input", controls{inputTokens: 3, cachedTokens: 9, outputTokens: 1}, 0, 0, usage{input: 3, cached: 3, output: 1}},
+		{"literals carried", controls{inputTokens: -1, outputTokens: 16, inputLiteral: "1e30", outputLiteral: "-3"}, 40, 0,
+			usage{input: 10, output: defaultOutputTokens, inputLiteral: "1e30", outputLiteral: "-3"}},
+		{"literal output's text still capped", controls{inputTokens: 1, outputTokens: 16, outputLiteral: "2.5"}, 0, 5,
+			usage{input: 1, output: 5, truncated: true, outputLiteral: "2.5"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -278,4 +295,83 @@ func TestLargeBody(t *testing.T) {
 	if got := num(t, decodeJSON(t, r.body), "usage", "prompt_tokens"); got != len(body)/4 {
 		t.Errorf("prompt_tokens got %d, want %d (bytes/4)", got, len(body)/4)
 	}
+}
+
+// TestLiteralUsage checks a count that is no plain integer is reported
+// verbatim, in each API's usage fields, streams included.
+func TestLiteralUsage(t *testing.T) {
+	srv := newTestServer(t)
+	cases := []struct {
+		name, path, body string
+		headers          map[string]string
+		want             []string // substrings of the raw response
+	}{
+		{"chat", chatPath, `{"model":"m"}`, map[string]string{hdrInputTokens: "1e30", hdrOutputTokens: "-5"},
+			[]string{`"prompt_tokens":1e30`, `"completion_tokens":-5`, `"total_tokens":9.99999999999999999999999999995e+29`}},
+		{"chat stream", chatPath, `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`,
+			map[string]string{hdrOutputTokens: "2.5", hdrInputTokens: "10"},
+			[]string{`"completion_tokens":2.5`, `"total_tokens":12.5`}},
+		{"responses", responsesPath, `{"model":"m","input":"x"}`, map[string]string{hdrInputTokens: "1E400"},
+			[]string{`"input_tokens":1E400`, `"total_tokens":1e+400`}}, // 16 is below 256 bits of precision
+		{"anthropic", messagesPath, `{"model":"c","max_tokens":100}`, map[string]string{hdrInputTokens: "-1", hdrOutputTokens: "99999999999"},
+			[]string{`"input_tokens":-1`, `"output_tokens":99999999999`}},
+		{"anthropic stream", messagesPath, `{"model":"c","max_tokens":100,"stream":true}`, map[string]string{hdrOutputTokens: "1e30"},
+			[]string{`"output_tokens":1e30}`}},
+		{"gemini", geminiGenerate, `{}`, map[string]string{hdrInputTokens: "1e30", hdrOutputTokens: "3"},
+			[]string{`"promptTokenCount":1e30`, `"candidatesTokenCount":3`, `"totalTokenCount":1.000000000000000000000000000003e+30`}},
+		{"beyond big.Float's range", chatPath, `{"model":"m"}`, map[string]string{hdrInputTokens: "1e9999999999"},
+			[]string{`"prompt_tokens":1e9999999999`, `"total_tokens":1e9999999999`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := call(t, srv, c.path, c.body, c.headers)
+			if r.status != 200 || r.readErr != nil {
+				t.Fatalf("status %d, read error %v: %s", r.status, r.readErr, r.body)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(r.body, w) {
+					t.Errorf("response lacks %s:\n%s", w, r.body)
+				}
+			}
+		})
+	}
+}
+
+// TestResetBeforeHeaders checks the connection drops after the request was
+// read, before any response byte.
+func TestResetBeforeHeaders(t *testing.T) {
+	srv := newTestServer(t)
+	body := `{"model":"m","messages":[]}`
+	req, err := http.NewRequest(http.MethodPost, srv.URL+chatPath, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(hdrResetBeforeHeaders, "true")
+	resp, err := srv.Client().Do(req)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("got a response (%d), want the connection dropped before one", resp.StatusCode)
+	}
+}
+
+// FuzzIsJSONNumber checks that what the count headers take as a literal is a
+// JSON number and nothing more.
+func FuzzIsJSONNumber(f *testing.F) {
+	for _, s := range []string{"1e30", "-5", "2.5", "1E400", "0", "-0", "01", "1e", "0x10", "1 2", " 1", "+1", "NaN", "1.", ".5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !isJSONNumber(s) {
+			return
+		}
+		var v any
+		d := json.NewDecoder(strings.NewReader(s))
+		d.UseNumber()
+		if err := d.Decode(&v); err != nil {
+			t.Fatalf("%q taken as a number, but: %v", s, err)
+		}
+		if n, ok := v.(json.Number); !ok || string(n) != s {
+			t.Fatalf("%q taken as a number, decodes to %#v", s, v)
+		}
+	})
 }
