@@ -57,7 +57,7 @@ var ErrTooDeep = fmt.Errorf("request body nests objects and arrays more than %d 
 // square. The errors it returns say what is wrong and where, for the
 // client.
 func CheckBody(body []byte, fields *Fields) error {
-	if len(body) >= math.MaxUint32 {
+	if uint64(len(body)) >= math.MaxUint32 {
 		// Key offsets are kept in 32 bits.
 		return errors.New("request body is too large")
 	}
