@@ -108,8 +108,8 @@ type level struct {
 	fields *Fields
 	// seen are the bits of the fields the object has had.
 	seen uint64
-	// keys is the position in the checker's keys of the object's first
-	// key, when it has no table.
+	// keys is where the object's keys begin in the checker's list, and
+	// where the list is cut back to when the object closes.
 	keys int
 	// table holds the object's keys once it has more than smallObject
 	// (see tableAdd); count is how many.

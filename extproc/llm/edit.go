@@ -17,10 +17,10 @@ import (
 // a key spelled with escapes. A field the body lacks is added at the end
 // of its object, just before the closing brace, with the objects on its
 // way, under the name of the same rank as its parent's (Gemini's
-// max_output_tokens inside generation_config). A null on the way is replaced by an object; any
-// other value there that is not an object is an error, which
-// ParseRequest, refusing such a body, prevents. The rest of the body is
-// kept byte for byte, as [API.Inject] promises.
+// max_output_tokens inside generation_config). A null on the way is
+// replaced by an object; any other value there that is not an object is
+// an error, which ParseRequest, refusing such a body, prevents. The rest
+// of the body is kept byte for byte, as [API.Inject] promises.
 func SetField(body []byte, fields *Fields, value any, path ...string) ([]byte, error) {
 	enc, err := json.Marshal(value)
 	if err != nil {
