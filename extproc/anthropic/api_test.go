@@ -20,6 +20,8 @@ func TestInject(t *testing.T) {
 		{"absent", `{"model":"m","messages":[]}`, llm.InjectOptions{OutputCap: true}, "4096"},
 		{"absent with thinking", `{"model":"m","messages":[],"thinking":{"type":"enabled","budget_tokens":10000}}`, llm.InjectOptions{OutputCap: true}, "14096"},
 		{"given", `{"model":"m","max_tokens":5,"messages":[]}`, llm.InjectOptions{OutputCap: true}, ""},
+		{"null", `{"model":"m","max_tokens":null,"messages":[]}`, llm.InjectOptions{OutputCap: true}, "4096"},
+		{"escaped null", `{"model":"m","max_t\u006fkens":null,"messages":[]}`, llm.InjectOptions{OutputCap: true}, "4096"},
 		{"not asked", `{"model":"m","messages":[]}`, llm.InjectOptions{StreamUsage: true}, ""},
 	}
 	for _, tc := range tests {
@@ -77,7 +79,39 @@ func TestParseRequestErrors(t *testing.T) {
 		{Name: "zero cap", Body: `{"model":"m","max_tokens":0,"messages":[]}`},
 		{Name: "stream string", Body: `{"model":"m","stream":"yes","messages":[]}`},
 		{Name: "bad budget", Body: `{"model":"m","messages":[],"thinking":{"type":"enabled","budget_tokens":-1}}`},
+		{Name: "repeated cap", Body: `{"model":"m","max_tokens":1,"messages":[],"max_tokens":64000}`, Error: `duplicate key "max_tokens" in the request body`},
+		{Name: "escaped repeated cap", Body: `{"model":"m","max_tokens":1,"messages":[],"max_tok\u0065ns":64000}`, Error: `duplicate key "max_tokens" in the request body`},
+		{Name: "cap in capitals", Body: `{"model":"m","MAX_TOKENS":64000,"messages":[]}`, Error: `is "max_tokens" in another case`},
+		{Name: "repeated model", Body: `{"model":"claude-haiku-4-5","messages":[],"model":"claude-opus-4-1"}`, Error: `duplicate key "model"`},
+		{Name: "repeated budget", Body: `{"model":"m","messages":[],"thinking":{"type":"enabled","budget_tokens":1024,"budget_tokens":60000}}`,
+			Error: `duplicate key "budget_tokens" in the request body at thinking`},
+		{Name: "budget in another case", Body: `{"model":"m","messages":[],"thinking":{"type":"enabled","Budget_Tokens":60000}}`,
+			Error: `is "budget_tokens" in another case`},
+		{Name: "block text in another case", Body: `{"model":"m","messages":[{"role":"user","content":[{"type":"text","TEXT":"x"}]}]}`,
+			Error: `at messages[0].content[0] is "text"`},
+		{Name: "thinking a string", Body: `{"model":"m","messages":[],"thinking":"enabled"}`, Error: "thinking must be an object"},
+		{Name: "thinking type a number", Body: `{"model":"m","messages":[],"thinking":{"type":1}}`, Error: "thinking.type must be a string"},
 	})
+}
+
+func TestHiddenReasoning(t *testing.T) {
+	tests := []struct {
+		thinking string
+		want     bool
+	}{
+		{``, false},
+		{`,"thinking":null`, false},
+		{`,"thinking":{"type":"enabled","budget_tokens":2048}`, true},
+		{`,"thinking":{"type":"adaptive"}`, true},
+		{`,"thinking":{"type":"disabled"}`, false},
+	}
+	for _, tc := range tests {
+		body := `{"model":"m","max_tokens":5000,"messages":[]` + tc.thinking + `}`
+		req, err := Messages{}.ParseRequest("/v1/messages", []byte(body), llmtest.ParseOptions())
+		if err != nil || req.HiddenReasoning != tc.want {
+			t.Errorf("%s: got hidden reasoning %v, error %v; want %v", body, req.HiddenReasoning, err, tc.want)
+		}
+	}
 }
 
 // TestUsageFieldsSplitRemainder: a cache_creation total above its

@@ -3,6 +3,15 @@
 // extraction from JSON and SSE responses, and error replies in
 // Anthropic's shape.
 //
+// A request is checked by llm.CheckBody against the fields Messages reads,
+// content blocks included, so that a repeated or differently cased
+// max_tokens, model or thinking.budget_tokens is refused rather than read
+// differently from Anthropic. A thinking option of any type but
+// "disabled" ("enabled" with a budget, "adaptive") marks the request as
+// reasoning that is billed as output but streamed at most as a summary
+// ([llm.Request].HiddenReasoning); without max_tokens, the injected one is
+// the default cap plus the thinking budget, which max_tokens must exceed.
+//
 // Anthropic reports input in three parts: "input_tokens" excludes the
 // prompt cache, "cache_creation_input_tokens" were written to it (split
 // by lifetime in "cache_creation": ephemeral_5m_input_tokens and

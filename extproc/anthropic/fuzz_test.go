@@ -29,7 +29,8 @@ func FuzzJSONReader(f *testing.F) {
 	llmtest.FuzzReader(f, fuzzReader("application/json"))
 }
 
-// FuzzParseRequest fuzzes Messages request bodies.
+// FuzzParseRequest fuzzes Messages request bodies, and checks what it
+// accepts against Anthropic's reading (see TestDifferential).
 func FuzzParseRequest(f *testing.F) {
-	llmtest.FuzzRequests(f, fixtures, llmtest.RequestTarget{API: Messages{}, Path: "/v1/messages"})
+	llmtest.FuzzRequests(f, fixtures, target)
 }

@@ -34,21 +34,40 @@ var _ llm.API = Messages{}
 // Name implements llm.API.
 func (Messages) Name() string { return "anthropic.messages" }
 
+// blockFields are the fields read of a content block, of the blocks a
+// tool result holds and of a document's source.
+var blockFields = func() *llm.Fields {
+	f := llm.NewFields().Read("type", "text", "name", "input", "thinking", "data", "title", "context")
+	return f.Nest("content", f).Nest("source", llm.NewFields().Read("type", "data").Nest("content", f))
+}()
+
+// thinkingFields are the fields of the thinking option; Bedrock passes
+// the same object through to Claude.
+var thinkingFields = llm.NewFields().Read("type", "budget_tokens")
+
+// messagesFields are the fields Messages reads (see llm.CheckBody).
+var messagesFields = llm.NewFields().
+	Read("model", "max_tokens", "stream", "tools").
+	Nest("system", blockFields).
+	Nest("messages", llm.NewFields().Nest("content", blockFields)).
+	Nest("thinking", thinkingFields)
+
 // ParseRequest implements llm.API. max_tokens is required by Anthropic;
 // a request without it is estimated at the default cap (plus the thinking
 // budget, which max_tokens must exceed) so that injecting the cap makes it
 // valid.
 func (Messages) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
 	var req llm.Request
-	if err := llm.ValidObject(body); err != nil {
+	if err := llm.CheckBody(body, messagesFields); err != nil {
 		return req, err
 	}
-	f := llm.TopFields(gjson.Parse(llm.View(body)), "model", "system", "messages", "tools", "max_tokens", "thinking", "stream")
+	var buf [7]gjson.Result
+	f := llm.TopFields(gjson.Parse(llm.View(body)), buf[:0], "model", "system", "messages", "tools", "max_tokens", "thinking", "stream")
 	model, system, msgs, tools, maxTokens, thinking, stream := f[0], f[1], f[2], f[3], f[4], f[5], f[6]
-	if model.Type != gjson.String || model.Str == "" {
-		return req, errors.New("model must be a non-empty string")
+	var err error
+	if req.Model, err = llm.RequiredString(model, "model"); err != nil {
+		return req, err
 	}
-	req.Model = model.Str
 	count := func(s string) int64 { return opts.TokenCounter().CountTokens(req.Model, s) }
 
 	var in int64
@@ -85,19 +104,37 @@ func (Messages) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.
 		return req, err
 	}
 	req.OutputCap, req.CapGiven = capValue, given
+	if req.HiddenReasoning, err = Thinking(thinking, "thinking"); err != nil {
+		return req, err
+	}
 	if !given {
 		if req.OutputCap, err = DefaultCap(opts.DefaultOutputCap, thinking); err != nil {
 			return req, err
 		}
 	}
 	req.Choices = 1
-	if stream.Type != gjson.Null && !stream.IsBool() {
-		return req, errors.New("stream must be a boolean")
+	if req.Stream, err = llm.OptionalBool(stream, "stream"); err != nil {
+		return req, err
 	}
-	req.Stream = stream.Bool()
 	// Anthropic always reports usage, streamed or not.
 	req.StreamUsage = true
 	return req, nil
+}
+
+// Thinking reads the thinking option (named field in errors) and reports
+// whether it turns extended thinking on: any type but "disabled" does
+// ("enabled" with a budget, "adaptive" without one). Claude's thinking is
+// billed in full as output, and recent models stream only a summary of
+// it. Bedrock passes the same object through to Claude.
+func Thinking(thinking gjson.Result, field string) (bool, error) {
+	if err := llm.OptionalObject(thinking, field); err != nil {
+		return false, err
+	}
+	typ, err := llm.OptionalString(thinking.Get("type"), field+".type")
+	if err != nil {
+		return false, err
+	}
+	return thinking.IsObject() && typ != "disabled", nil
 }
 
 // DefaultCap returns the output cap of a request without max_tokens: def,
@@ -192,5 +229,5 @@ func (Messages) Inject(body []byte, req *llm.Request, opts llm.InjectOptions) ([
 	if !opts.OutputCap || req.CapGiven {
 		return nil, nil
 	}
-	return llm.SetField(body, "max_tokens", req.OutputCap)
+	return llm.SetField(body, messagesFields, req.OutputCap, "max_tokens")
 }

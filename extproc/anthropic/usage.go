@@ -4,6 +4,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/extproc/llm"
 )
 
 // UsageFields are the raw counts of Anthropic's usage object. Fields are
@@ -62,13 +63,13 @@ func (f *UsageFields) Apply(u gjson.Result) (ok bool) {
 	return ok
 }
 
-// setCount stores a token count; non-numbers (null) leave dst alone and
-// negative counts, which Anthropic never sends, count as zero.
+// setCount stores a token count (see llm.TokenCount); non-numbers (null)
+// leave dst alone.
 func setCount(dst *int64, v gjson.Result) bool {
 	if v.Type != gjson.Number {
 		return false
 	}
-	*dst = max(v.Int(), 0)
+	*dst = llm.TokenCount(v)
 	return true
 }
 
@@ -84,11 +85,13 @@ func (f *UsageFields) Usage() accounting.Usage {
 		// rather than dropped.
 		write5m += max(f.CacheCreation-f.Ephemeral5m-f.Ephemeral1h, 0)
 	}
+	// Each count is at most accounting.MaxTokens, so the sum cannot
+	// overflow; Clamp brings it back within bounds.
 	return accounting.Usage{
 		InputTokens:        f.Input + write5m + write1h + f.CacheRead,
 		CachedInputTokens:  f.CacheRead,
 		CacheWriteTokens:   write5m,
 		CacheWrite1hTokens: write1h,
 		OutputTokens:       f.Output,
-	}
+	}.Clamp()
 }

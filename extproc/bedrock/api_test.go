@@ -51,6 +51,67 @@ func TestInject(t *testing.T) {
 	}
 }
 
+func TestInjectEdits(t *testing.T) {
+	tests := []struct{ name, body, want string }{
+		{"no config", `{"messages":[]}`, `{"messages":[],"inferenceConfig":{"maxTokens":4096}}`},
+		{"null config", `{"messages":[],"inferenceConfig":null}`, `{"messages":[],"inferenceConfig":{"maxTokens":4096}}`},
+		{"null cap", `{"messages":[],"inferenceConfig":{"maxTokens":null}}`, `{"messages":[],"inferenceConfig":{"maxTokens":4096}}`},
+		{"thinking budget", `{"messages":[],"additionalModelRequestFields":{"thinking":{"type":"enabled","budget_tokens":2048}}}`,
+			`{"messages":[],"additionalModelRequestFields":{"thinking":{"type":"enabled","budget_tokens":2048}},"inferenceConfig":{"maxTokens":6144}}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := Converse{}.ParseRequest("/model/m/converse", []byte(tc.body), llmtest.ParseOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := Converse{}.Inject([]byte(tc.body), &req, llm.InjectOptions{OutputCap: true})
+			if err != nil || string(out) != tc.want {
+				t.Errorf("got  %s (%v)\nwant %s", out, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseRequestErrors(t *testing.T) {
+	const path = "/model/m/converse"
+	llmtest.CheckRefused(t, Converse{}, []llmtest.BadRequest{
+		{Name: "repeated cap", Path: path, Body: `{"messages":[],"inferenceConfig":{"maxTokens":1,"maxTokens":64000}}`,
+			Error: `duplicate key "maxTokens" in the request body at inferenceConfig`},
+		{Name: "repeated config", Path: path, Body: `{"messages":[],"inferenceConfig":{"maxTokens":1},"inferenceConfig":{}}`,
+			Error: `duplicate key "inferenceConfig" in the request body`},
+		{Name: "cap in another case", Path: path, Body: `{"messages":[],"inferenceConfig":{"MaxTokens":64000}}`, Error: `is "maxTokens" in another case`},
+		{Name: "config an array", Path: path, Body: `{"messages":[],"inferenceConfig":[]}`, Error: "inferenceConfig must be an object"},
+		{Name: "repeated budget", Path: path, Body: `{"messages":[],"additionalModelRequestFields":{"thinking":{"type":"enabled","budget_tokens":1024,"budget_tokens":9}}}`,
+			Error: `duplicate key "budget_tokens" in the request body at additionalModelRequestFields.thinking`},
+		{Name: "additional fields a string", Path: path, Body: `{"messages":[],"additionalModelRequestFields":"x"}`, Error: "additionalModelRequestFields must be an object"},
+		{Name: "text in another case", Path: path, Body: `{"messages":[{"role":"user","content":[{"Text":"x"}]}]}`, Error: `at messages[0].content[0] is "text"`},
+		{Name: "messages not an array", Path: path, Body: `{"messages":{}}`, Error: "messages must be an array"},
+		{Name: "not an object", Path: path, Body: `[]`, Error: "must be a JSON object"},
+	})
+}
+
+func TestHiddenReasoning(t *testing.T) {
+	tests := []struct {
+		additional string
+		want       bool
+	}{
+		{`{}`, false},
+		{`{"thinking":{"type":"enabled","budget_tokens":1024}}`, true},
+		{`{"thinking":{"type":"disabled"}}`, false},
+		{`{"reasoningConfig":{"type":"enabled","maxReasoningEffort":"low"}}`, true},
+		{`{"reasoningConfig":{"type":"disabled"}}`, false},
+		{`{"reasoningConfig":null,"thinking":null}`, false},
+	}
+	for _, tc := range tests {
+		body := `{"messages":[],"additionalModelRequestFields":` + tc.additional + `}`
+		req, err := Converse{}.ParseRequest("/model/m/converse", []byte(body), llmtest.ParseOptions())
+		if err != nil || req.HiddenReasoning != tc.want {
+			t.Errorf("%s: got hidden reasoning %v, error %v; want %v", body, req.HiddenReasoning, err, tc.want)
+		}
+	}
+}
+
 func TestRenderError(t *testing.T) {
 	tests := []struct {
 		kind llm.ErrorKind

@@ -12,6 +12,15 @@
 // message is not the end of the accounting. Errors mid-stream are
 // messages with :message-type exception.
 //
+// A request is checked by llm.CheckBody against the fields Converse reads
+// (content blocks, inferenceConfig.maxTokens, and Claude's thinking and
+// Nova's reasoningConfig in additionalModelRequestFields): a repeated or
+// differently cased one is refused. inferenceConfig and
+// additionalModelRequestFields must be objects, so that the maxTokens edit
+// lands where Bedrock reads it. Either reasoning option, unless of type
+// "disabled", marks the request as reasoning billed as output but not
+// streamed in full.
+//
 // Bedrock's inputTokens excludes the prompt cache (as Anthropic's does):
 // accounting.Usage input is inputTokens + cacheReadInputTokens +
 // cacheWriteInputTokens, with the cache reads as cached input and the

@@ -28,7 +28,8 @@ func FuzzJSONReader(f *testing.F) {
 	llmtest.FuzzReader(f, fuzzReader("application/json"))
 }
 
-// FuzzParseRequest fuzzes request paths and bodies.
+// FuzzParseRequest fuzzes request paths and bodies, and checks what it
+// accepts against Bedrock's reading (see TestDifferential).
 func FuzzParseRequest(f *testing.F) {
-	llmtest.FuzzRequestPaths(f, fixtures, llmtest.RequestTarget{API: Converse{}, Path: "/model/amazon.nova-lite-v1%3A0/converse-stream"})
+	llmtest.FuzzRequestPaths(f, fixtures, target)
 }

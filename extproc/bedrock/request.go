@@ -23,14 +23,40 @@ var _ llm.API = Converse{}
 // Name implements llm.API.
 func (Converse) Name() string { return "bedrock.converse" }
 
+// blockFields are the fields read of a ContentBlock (or a
+// SystemContentBlock), a union whose one member names its kind, and of
+// the blocks inside it.
+var blockFields = func() *llm.Fields {
+	f := llm.NewFields().Read("text", "image", "video", "json", "cachePoint")
+	return f.Nest("document", llm.NewFields().Nest("source", llm.NewFields().Read("text", "bytes").Nest("content", f))).
+		Nest("toolUse", llm.NewFields().Read("name", "input")).
+		Nest("toolResult", llm.NewFields().Nest("content", f)).
+		Nest("reasoningContent", llm.NewFields().Nest("reasoningText", llm.NewFields().Read("text"))).
+		Nest("guardContent", llm.NewFields().Nest("text", llm.NewFields().Read("text")))
+}()
+
+// converseFields are the fields Converse reads (see llm.CheckBody).
+var converseFields = llm.NewFields().
+	Read("promptVariables").
+	Nest("messages", llm.NewFields().Nest("content", blockFields)).
+	Nest("system", blockFields).
+	Nest("toolConfig", llm.NewFields().Read("tools")).
+	Nest("inferenceConfig", llm.NewFields().Read("maxTokens")).
+	Nest("additionalModelRequestFields", llm.NewFields().
+		Nest("thinking", llm.NewFields().Read("type", "budget_tokens")).
+		Nest("reasoningConfig", llm.NewFields().Read("type")))
+
 // ParseRequest implements llm.API. The model and streaming come from the
-// path.
+// path. Reasoning is turned on (HiddenReasoning) by Claude's thinking
+// option or by a reasoningConfig (Amazon Nova) whose type is not
+// "disabled", both passed in additionalModelRequestFields.
 func (Converse) ParseRequest(path string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
-	req, err := llm.NewPathRequest(path, body, ModelFromPath)
+	req, err := llm.NewPathRequest(path, body, converseFields, ModelFromPath)
 	if err != nil {
 		return req, err
 	}
-	f := llm.TopFields(gjson.Parse(llm.View(body)), "messages", "system", "toolConfig", "promptVariables",
+	var buf [6]gjson.Result
+	f := llm.TopFields(gjson.Parse(llm.View(body)), buf[:0], "messages", "system", "toolConfig", "promptVariables",
 		"inferenceConfig", "additionalModelRequestFields")
 	msgs, system, toolConfig, promptVars, inference, additional := f[0], f[1], f[2], f[3], f[4], f[5]
 	count := func(s string) int64 { return opts.TokenCounter().CountTokens(req.Model, s) }
@@ -65,14 +91,33 @@ func (Converse) ParseRequest(path string, body []byte, opts llm.ParseOptions) (l
 		req.Notes = "promptVariables: the managed prompt's own text is billed as input but not counted"
 	}
 
+	if err := llm.OptionalObject(inference, "inferenceConfig"); err != nil {
+		return req, err
+	}
 	req.OutputCap, req.CapGiven, err = llm.PositiveInt(inference.Get("maxTokens"), "inferenceConfig.maxTokens", llm.MaxOutputCap)
 	if err != nil {
 		return req, err
 	}
+	if err := llm.OptionalObject(additional, "additionalModelRequestFields"); err != nil {
+		return req, err
+	}
+	thinking := additional.Get("thinking")
+	if req.HiddenReasoning, err = anthropic.Thinking(thinking, "additionalModelRequestFields.thinking"); err != nil {
+		return req, err
+	}
+	reasoning := additional.Get("reasoningConfig")
+	if err := llm.OptionalObject(reasoning, "additionalModelRequestFields.reasoningConfig"); err != nil {
+		return req, err
+	}
+	typ, err := llm.OptionalString(reasoning.Get("type"), "additionalModelRequestFields.reasoningConfig.type")
+	if err != nil {
+		return req, err
+	}
+	req.HiddenReasoning = req.HiddenReasoning || reasoning.IsObject() && typ != "disabled"
 	if !req.CapGiven {
 		// Claude's extended thinking, passed through in Anthropic's own
 		// shape: maxTokens must exceed the budget.
-		if req.OutputCap, err = anthropic.DefaultCap(opts.DefaultOutputCap, additional.Get("thinking")); err != nil {
+		if req.OutputCap, err = anthropic.DefaultCap(opts.DefaultOutputCap, thinking); err != nil {
 			return req, err
 		}
 	}
@@ -132,5 +177,5 @@ func (Converse) Inject(body []byte, req *llm.Request, opts llm.InjectOptions) ([
 	if !opts.OutputCap || req.CapGiven {
 		return nil, nil
 	}
-	return llm.SetField(body, "inferenceConfig.maxTokens", req.OutputCap)
+	return llm.SetField(body, converseFields, req.OutputCap, "inferenceConfig", "maxTokens")
 }

@@ -4,6 +4,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/extproc/llm"
 )
 
 // ParseUsage maps a Converse TokenUsage object onto accounting.Usage.
@@ -28,15 +29,15 @@ func ParseUsage(u gjson.Result) (accounting.Usage, bool) {
 		default:
 			return true
 		}
-		if v.Type == gjson.Number {
-			*dst = max(v.Int(), 0)
-		}
+		*dst = llm.TokenCount(v)
 		return true
 	})
+	// Each count is at most accounting.MaxTokens, so the sum cannot
+	// overflow; Clamp brings it back within bounds.
 	return accounting.Usage{
 		InputTokens:       in + read + write,
 		CachedInputTokens: read,
 		CacheWriteTokens:  write,
 		OutputTokens:      out,
-	}, ok
+	}.Clamp(), ok
 }

@@ -44,6 +44,10 @@ func TestInject(t *testing.T) {
 		{"snake config", `{"contents":[],"generation_config":{"temperature":1}}`, "generation_config.max_output_tokens", "4096"},
 		{"cap given", `{"contents":[],"generationConfig":{"maxOutputTokens":9}}`, "", ""},
 		{"snake cap given", `{"contents":[],"generation_config":{"max_output_tokens":9}}`, "", ""},
+		{"null config", `{"contents":[],"generationConfig":null}`, "generationConfig.maxOutputTokens", "4096"},
+		{"null snake config", `{"contents":[],"generation_config":null}`, "generation_config.max_output_tokens", "4096"},
+		{"null cap", `{"contents":[],"generationConfig":{"maxOutputTokens":null}}`, "generationConfig.maxOutputTokens", "4096"},
+		{"null snake cap in a camel config", `{"contents":[],"generationConfig":{"max_output_tokens":null}}`, "generationConfig.max_output_tokens", "4096"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -107,8 +111,52 @@ func TestParseRequestErrors(t *testing.T) {
 		{Name: "content not object", Path: "/v1beta/models/m:generateContent", Body: `{"contents":[1]}`},
 		{Name: "too many candidates", Path: "/v1beta/models/m:generateContent", Body: `{"contents":[],"generationConfig":{"candidateCount":9}}`},
 		{Name: "fractional cap", Path: "/v1beta/models/m:generateContent", Body: `{"contents":[],"generationConfig":{"maxOutputTokens":1.5}}`},
+		{Name: "repeated cap", Path: path, Body: `{"contents":[],"generationConfig":{"maxOutputTokens":1,"maxOutputTokens":64000}}`,
+			Error: `duplicate key "maxOutputTokens" in the request body at generationConfig`},
+		{Name: "repeated config", Path: path, Body: `{"contents":[],"generationConfig":{"maxOutputTokens":1},"generationConfig":{}}`,
+			Error: `duplicate key "generationConfig" in the request body`},
+		{Name: "both config names", Path: path, Body: `{"contents":[],"generationConfig":{"maxOutputTokens":1},"generation_config":{}}`,
+			Error: `"generation_config" and "generationConfig" are the same field`},
+		{Name: "both cap names", Path: path, Body: `{"contents":[],"generation_config":{"max_output_tokens":1,"maxOutputTokens":64000}}`,
+			Error: `"maxOutputTokens" and "max_output_tokens" are the same field`},
+		{Name: "cap in another case", Path: path, Body: `{"contents":[],"generationConfig":{"MaxOutputTokens":64000}}`,
+			Error: `is "maxOutputTokens" in another case`},
+		{Name: "parts in another case", Path: path, Body: `{"contents":[{"Parts":[{"text":"x"}]}]}`, Error: `at contents[0] is "parts"`},
+		{Name: "config an array", Path: path, Body: `{"contents":[],"generationConfig":[]}`, Error: "generationConfig must be an object"},
+		{Name: "config a number", Path: path, Body: `{"contents":[],"generation_config":5}`, Error: "generationConfig must be an object"},
+		{Name: "thinking config a string", Path: path, Body: `{"contents":[],"generationConfig":{"thinkingConfig":"on"}}`, Error: "thinkingConfig must be an object"},
+		{Name: "fractional budget", Path: path, Body: `{"contents":[],"generationConfig":{"thinkingConfig":{"thinkingBudget":1.5}}}`, Error: "thinkingBudget must be an integer"},
+		{Name: "budget below -1", Path: path, Body: `{"contents":[],"generationConfig":{"thinkingConfig":{"thinkingBudget":-2}}}`, Error: "thinkingBudget must be an integer"},
 	})
 }
+
+func TestHiddenReasoning(t *testing.T) {
+	tests := []struct {
+		config string
+		want   bool
+	}{
+		{`{}`, false},
+		{`{"thinkingConfig":null}`, false},
+		{`{"thinkingConfig":{}}`, true},
+		{`{"thinkingConfig":{"includeThoughts":true}}`, true},
+		{`{"thinkingConfig":{"thinkingBudget":0}}`, false},
+		{`{"thinkingConfig":{"thinkingBudget":-1}}`, true},
+		{`{"thinkingConfig":{"thinkingBudget":512}}`, true},
+		{`{"thinking_config":{"thinking_budget":0}}`, false},
+		{`{"thinking_config":{"thinking_budget":null}}`, true},
+		{`{"thinkingConfig":{"thinkingLevel":"low"}}`, true},
+	}
+	for _, tc := range tests {
+		body := `{"contents":[],"generationConfig":` + tc.config + `}`
+		req, err := GenerateContent{}.ParseRequest(path, []byte(body), llmtest.ParseOptions())
+		if err != nil || req.HiddenReasoning != tc.want {
+			t.Errorf("%s: got hidden reasoning %v, error %v; want %v", body, req.HiddenReasoning, err, tc.want)
+		}
+	}
+}
+
+// path is a generateContent path.
+const path = "/v1beta/models/gemini-2.5-flash:generateContent"
 
 func TestStreamErrored(t *testing.T) {
 	newReader := func() *SSEReader { return NewSSEReader("m", llmtest.ReaderOptions()) }

@@ -10,6 +10,15 @@
 // each a cumulative snapshot (early ones may lack the output counts):
 // the reader keeps the last one and never adds them up.
 //
+// Google's JSON parser accepts each proto field under its lowerCamelCase
+// name and its snake_case one. The fields this package reads are declared
+// under both (request.go), so llm.CheckBody refuses a body that has both
+// (generationConfig and generation_config) or either in another case, and
+// the maxOutputTokens edit lands in whichever the body uses. A
+// generationConfig that is not an object is refused. A thinkingConfig
+// marks the request as thinking (billed as output, streamed at most as a
+// summary) unless its thinkingBudget is 0.
+//
 // usageMetadata maps onto accounting.Usage as: input = promptTokenCount
 // (which includes cachedContentTokenCount) + toolUsePromptTokenCount;
 // cached input = cachedContentTokenCount; output = candidatesTokenCount +

@@ -28,7 +28,8 @@ func FuzzJSONReader(f *testing.F) {
 	llmtest.FuzzReader(f, fuzzReader("application/json"))
 }
 
-// FuzzParseRequest fuzzes request paths and bodies.
+// FuzzParseRequest fuzzes request paths and bodies, and checks what it
+// accepts against Google's reading (see TestDifferential).
 func FuzzParseRequest(f *testing.F) {
-	llmtest.FuzzRequestPaths(f, fixtures, llmtest.RequestTarget{API: GenerateContent{}, Path: "/v1beta/models/gemini-2.5-flash:generateContent"})
+	llmtest.FuzzRequestPaths(f, fixtures, targets[0])
 }

@@ -2,6 +2,7 @@ package gemini
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -32,8 +33,59 @@ var _ llm.API = GenerateContent{}
 // Name implements llm.API.
 func (GenerateContent) Name() string { return "gemini.generate_content" }
 
-// field returns the first of a proto field's JSON names that is present:
-// Google's JSON parser accepts lowerCamelCase and the proto's snake_case.
+// Google's JSON parser accepts a proto field under its lowerCamelCase
+// name and under its proto (snake_case) name: each field below is
+// declared under both, so that llm.CheckBody refuses a body with both
+// and SetField edits the one the body has.
+
+// protoFields returns Fields with the named fields, read as a whole, each
+// under both of its names.
+func protoFields(names ...string) *llm.Fields {
+	f := llm.NewFields()
+	for _, n := range names {
+		f.Read(n)
+		alias(f, n)
+	}
+	return f
+}
+
+// protoNest declares on f the field name, read into with inner, under
+// both of its names.
+func protoNest(f *llm.Fields, name string, inner *llm.Fields) *llm.Fields {
+	f.Nest(name, inner)
+	alias(f, name)
+	return f
+}
+
+// alias declares the snake_case name of the field camel, if it has one.
+func alias(f *llm.Fields, camel string) {
+	var sb strings.Builder
+	for _, r := range camel {
+		if 'A' <= r && r <= 'Z' {
+			sb.WriteByte('_')
+			r += 'a' - 'A'
+		}
+		sb.WriteRune(r)
+	}
+	if snake := sb.String(); snake != camel {
+		f.Alias(camel, snake)
+	}
+}
+
+// The fields GenerateContent reads.
+var (
+	partFields    = protoNest(protoFields("text", "fileData"), "inlineData", protoFields("data"))
+	contentFields = protoNest(llm.NewFields(), "parts", partFields)
+	configFields  = protoNest(protoFields("maxOutputTokens", "candidateCount"),
+		"thinkingConfig", protoFields("thinkingBudget", "thinkingLevel"))
+	requestFields = protoNest(protoNest(protoNest(protoFields("tools", "cachedContent"),
+		"contents", contentFields),
+		"systemInstruction", contentFields),
+		"generationConfig", configFields)
+)
+
+// field returns the field of v under its camelCase name or its snake_case
+// one: a body that llm.CheckBody accepted has at most one of them.
 func field(v gjson.Result, camel, snake string) gjson.Result {
 	if r := v.Get(camel); r.Exists() {
 		return r
@@ -42,13 +94,15 @@ func field(v gjson.Result, camel, snake string) gjson.Result {
 }
 
 // ParseRequest implements llm.API. The model and streaming come from the
-// path.
+// path. A thinkingConfig turns thinking on (HiddenReasoning) unless its
+// thinkingBudget is 0.
 func (GenerateContent) ParseRequest(path string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
-	req, err := llm.NewPathRequest(path, body, ModelFromPath)
+	req, err := llm.NewPathRequest(path, body, requestFields, ModelFromPath)
 	if err != nil {
 		return req, err
 	}
-	f := llm.TopFields(gjson.Parse(llm.View(body)), "contents", "systemInstruction", "system_instruction", "tools",
+	var buf [8]gjson.Result
+	f := llm.TopFields(gjson.Parse(llm.View(body)), buf[:0], "contents", "systemInstruction", "system_instruction", "tools",
 		"cachedContent", "cached_content", "generationConfig", "generation_config")
 	either := func(a, b gjson.Result) gjson.Result {
 		if a.Exists() {
@@ -94,6 +148,9 @@ func (GenerateContent) ParseRequest(path string, body []byte, opts llm.ParseOpti
 	req.InputTokens = in
 	req.Notes = strings.Join(notes, "; ")
 
+	if err := llm.OptionalObject(cfg, "generationConfig"); err != nil {
+		return req, err
+	}
 	req.OutputCap, req.CapGiven, err = llm.PositiveInt(field(cfg, "maxOutputTokens", "max_output_tokens"), "maxOutputTokens", llm.MaxOutputCap)
 	if err != nil {
 		return req, err
@@ -108,7 +165,30 @@ func (GenerateContent) ParseRequest(path string, body []byte, opts llm.ParseOpti
 	if given {
 		req.Choices = n
 	}
-	return req, nil
+	req.HiddenReasoning, err = thinking(field(cfg, "thinkingConfig", "thinking_config"))
+	return req, err
+}
+
+// thinking reads a thinkingConfig and reports whether it turns thinking
+// on: a thinkingBudget of 0 turns it off, any other (-1 is dynamic) or
+// none (the model's default) leaves it on, and so does a thinkingLevel.
+// Thinking is billed as output and streamed, at most, as a summary.
+func thinking(cfg gjson.Result) (bool, error) {
+	if err := llm.OptionalObject(cfg, "thinkingConfig"); err != nil || !cfg.IsObject() {
+		return false, err
+	}
+	if _, err := llm.OptionalString(field(cfg, "thinkingLevel", "thinking_level"), "thinkingConfig.thinkingLevel"); err != nil {
+		return false, err
+	}
+	switch budget := field(cfg, "thinkingBudget", "thinking_budget"); budget.Type {
+	case gjson.Null:
+		return true, nil
+	case gjson.Number:
+		if n, err := strconv.ParseInt(budget.Raw, 10, 64); err == nil && n >= -1 {
+			return n != 0, nil
+		}
+	}
+	return false, errors.New("thinkingConfig.thinkingBudget must be an integer of -1 or more")
 }
 
 // partsTokens counts a Content's parts. fileData reports a part that
@@ -140,16 +220,11 @@ func partsTokens(parts gjson.Result, count func(string) int64) (n int64, fileDat
 }
 
 // Inject implements llm.API: it sets generationConfig.maxOutputTokens when
-// absent, inside whichever spelling of generationConfig the body uses
-// (both in one body would be a duplicate field).
+// absent, under whichever names the body gives the config and the field
+// (llm.SetField).
 func (GenerateContent) Inject(body []byte, req *llm.Request, opts llm.InjectOptions) ([]byte, error) {
 	if !opts.OutputCap || req.CapGiven {
 		return nil, nil
 	}
-	path := "generationConfig.maxOutputTokens"
-	f := llm.TopFields(gjson.Parse(llm.View(body)), "generationConfig", "generation_config")
-	if !f[0].Exists() && f[1].Exists() {
-		path = "generation_config.max_output_tokens"
-	}
-	return llm.SetField(body, path, req.OutputCap)
+	return llm.SetField(body, requestFields, req.OutputCap, "generationConfig", "maxOutputTokens")
 }

@@ -4,6 +4,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/extproc/llm"
 )
 
 // Metadata is one usageMetadata snapshot.
@@ -39,9 +40,7 @@ func ParseMetadata(u gjson.Result) (Metadata, bool) {
 		default:
 			return true
 		}
-		if v.Type == gjson.Number {
-			*dst = max(v.Int(), 0)
-		}
+		*dst = llm.TokenCount(v)
 		return true
 	})
 	return m, true
@@ -49,10 +48,12 @@ func ParseMetadata(u gjson.Result) (Metadata, bool) {
 
 // Usage maps a snapshot onto accounting.Usage.
 func (m Metadata) Usage() accounting.Usage {
-	in := m.Prompt + m.ToolPrompt
+	// Each count is at most accounting.MaxTokens, so the sums cannot
+	// overflow; Clamp brings them back within bounds, and the cached
+	// input within the input.
 	return accounting.Usage{
-		InputTokens:       in,
-		CachedInputTokens: min(m.Cached, in),
+		InputTokens:       m.Prompt + m.ToolPrompt,
+		CachedInputTokens: m.Cached,
 		OutputTokens:      m.Candidates + m.Thoughts,
-	}
+	}.Clamp()
 }

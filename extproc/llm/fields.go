@@ -4,15 +4,142 @@ import (
 	"fmt"
 
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 )
+
+// Fields is what a wire format reads of one kind of object in a request
+// body: the names of the fields it reads there and, for a field whose
+// value it reads into, the Fields of that value (an object, or the
+// objects of an array, at any depth of arrays). [CheckBody] refuses a key
+// that folds to one of these names without being it, and two keys that
+// are the same field under different names; [SetField] edits a field
+// under whichever of its names the body uses.
+//
+// Fields are built once, when a package is initialised, with [NewFields]
+// and the builder methods, and are read-only after: the builders panic on
+// a declaration that contradicts itself, which is a bug in the wire
+// format, never a property of a request.
+type Fields struct {
+	// byFold maps the case-folded spelling of every name of every field
+	// to the field.
+	byFold map[string]*field
+	count  int
+}
+
+// field is one field of a Fields.
+type field struct {
+	bit   uint64   // this field's bit in a checker level's seen set
+	names []string // the field's names, the declared one first
+	inner *Fields  // what is read inside the value, or nil
+}
+
+// maxFields is how many fields one Fields may declare: a checker level
+// records the fields it has seen in a uint64.
+const maxFields = 64
+
+// NewFields returns an empty Fields to build on.
+func NewFields() *Fields {
+	return &Fields{byFold: map[string]*field{}}
+}
+
+// Read declares fields read as a whole (a number, a flag, text), each
+// with one name.
+func (f *Fields) Read(names ...string) *Fields {
+	for _, n := range names {
+		f.add(n, nil)
+	}
+	return f
+}
+
+// Nest declares a field whose value is read into, with inner describing
+// what is read there. inner may be f itself, or contain it: content
+// blocks that hold content blocks.
+func (f *Fields) Nest(name string, inner *Fields) *Fields {
+	f.add(name, inner)
+	return f
+}
+
+// Alias declares alias as another name of the field name, declared
+// before: Google's JSON parser accepts a proto field under its
+// lowerCamelCase name and under its snake_case one, so both are the same
+// field and may not both be present.
+func (f *Fields) Alias(name, alias string) *Fields {
+	fd := f.byFold[string(appendFold(nil, []byte(name)))]
+	if fd == nil || fd.names[0] != name {
+		panic(fmt.Sprintf("llm.Fields: alias %q of undeclared field %q", alias, name))
+	}
+	key := string(appendFold(nil, []byte(alias)))
+	if f.byFold[key] != nil {
+		panic(fmt.Sprintf("llm.Fields: alias %q is already declared", alias))
+	}
+	fd.names = append(fd.names, alias)
+	f.byFold[key] = fd
+	return f
+}
+
+func (f *Fields) add(name string, inner *Fields) {
+	key := string(appendFold(nil, []byte(name)))
+	if f.byFold[key] != nil {
+		panic(fmt.Sprintf("llm.Fields: field %q is already declared", name))
+	}
+	if f.count == maxFields {
+		panic(fmt.Sprintf("llm.Fields: more than %d fields", maxFields))
+	}
+	f.byFold[key] = &field{bit: 1 << f.count, names: []string{name}, inner: inner}
+	f.count++
+}
+
+// lookup returns the field whose names include one that folds to folded
+// (a key already case-folded by appendFold), or nil.
+func (f *Fields) lookup(folded []byte) *field {
+	if f == nil {
+		return nil
+	}
+	return f.byFold[string(folded)]
+}
+
+// declared returns the field declared as name, or nil.
+func (f *Fields) declared(name string) *field {
+	fd := f.lookup(appendFold(nil, []byte(name)))
+	if fd == nil || fd.names[0] != name {
+		return nil
+	}
+	return fd
+}
+
+// is reports whether key is one of the field's names, exactly.
+func (fd *field) is(key []byte) bool {
+	for _, n := range fd.names {
+		if string(key) == n {
+			return true
+		}
+	}
+	return false
+}
+
+// nameIndex returns the index of key among the field's names, or -1.
+func (fd *field) nameIndex(key string) int {
+	for i, n := range fd.names {
+		if key == n {
+			return i
+		}
+	}
+	return -1
+}
 
 // TopFields returns the named top-level fields of doc, in the order of
 // names, reading the body once: a Get per field would rescan a body that
 // can be megabytes (a long prompt sits before the fields that follow it).
-// A name that occurs twice gives its first value, as gjson's Get would.
-func TopFields(doc gjson.Result, names ...string) []gjson.Result {
-	out := make([]gjson.Result, len(names))
+// Keys are compared after unescaping, as providers decode them. A body
+// that [CheckBody] accepted has each key once; were a name repeated, the
+// first value would be returned, as gjson's Get would. The results are
+// stored in out when it is large enough, so that a caller can keep them
+// on its stack.
+func TopFields(doc gjson.Result, out []gjson.Result, names ...string) []gjson.Result {
+	if cap(out) < len(names) {
+		out = make([]gjson.Result, len(names))
+	}
+	out = out[:len(names)]
+	clear(out)
 	doc.ForEach(func(k, v gjson.Result) bool {
 		for i, n := range names {
 			if k.Str == n && !out[i].Exists() {
@@ -22,16 +149,4 @@ func TopFields(doc gjson.Result, names ...string) []gjson.Result {
 		return true
 	})
 	return out
-}
-
-// SetField returns body with the field at path (a gjson path such as
-// "generationConfig.maxOutputTokens") set to value, creating the objects
-// on the way. The rest of the body is kept byte for byte, as
-// [API.Inject] promises.
-func SetField(body []byte, path string, value any) ([]byte, error) {
-	out, err := sjson.SetBytes(body, path, value)
-	if err != nil {
-		return nil, fmt.Errorf("editing request body: %w", err)
-	}
-	return out, nil
 }

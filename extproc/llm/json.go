@@ -1,7 +1,6 @@
 package llm
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -21,27 +20,6 @@ func View(b []byte) string {
 // 1e309, which is +Inf as a float) is refused rather than clamped: a cap
 // the limiter cannot represent must not slip through as a small number.
 const MaxOutputCap = 1<<31 - 1
-
-// ErrNotObject is returned for a body that is valid JSON but not an object.
-var ErrNotObject = errors.New("request body must be a JSON object")
-
-// ValidObject checks that body is a JSON object; gjson itself skips over
-// malformed input, so the body is validated once before it is read.
-func ValidObject(body []byte) error {
-	if !gjson.ValidBytes(body) {
-		return errors.New("request body is not valid JSON")
-	}
-	for _, c := range body {
-		switch c {
-		case ' ', '\t', '\r', '\n':
-			continue
-		case '{':
-			return nil
-		}
-		break
-	}
-	return ErrNotObject
-}
 
 // PositiveInt reads an optional positive integer field, such as an output
 // cap: absent or null gives ok false; anything but a JSON integer in
@@ -82,4 +60,51 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// OptionalBool reads an optional flag, such as "stream": absent or null is
+// false; anything but a JSON boolean is an error naming the field. A
+// string such as "true" is refused rather than read: Python providers
+// coerce it to a boolean, Go ones refuse it, and gjson's Bool would read
+// "1" and "t" as true as well.
+func OptionalBool(r gjson.Result, field string) (bool, error) {
+	switch r.Type {
+	case gjson.Null:
+		return false, nil
+	case gjson.True:
+		return true, nil
+	case gjson.False:
+		return false, nil
+	}
+	return false, fmt.Errorf("%s must be a boolean, got %s", field, truncate(r.Raw, 32))
+}
+
+// OptionalObject checks an optional object field, such as an options
+// object the wire format may edit: absent, null or an object.
+func OptionalObject(r gjson.Result, field string) error {
+	if r.Type == gjson.Null || r.IsObject() {
+		return nil
+	}
+	return fmt.Errorf("%s must be an object, got %s", field, truncate(r.Raw, 32))
+}
+
+// OptionalString reads an optional string field: absent or null is "";
+// anything but a JSON string is an error naming the field.
+func OptionalString(r gjson.Result, field string) (string, error) {
+	switch r.Type {
+	case gjson.Null:
+		return "", nil
+	case gjson.String:
+		return r.Str, nil
+	}
+	return "", fmt.Errorf("%s must be a string, got %s", field, truncate(r.Raw, 32))
+}
+
+// RequiredString reads a string field that must be present and not empty,
+// such as a model.
+func RequiredString(r gjson.Result, field string) (string, error) {
+	if r.Type != gjson.String || r.Str == "" {
+		return "", fmt.Errorf("%s must be a non-empty string", field)
+	}
+	return r.Str, nil
 }

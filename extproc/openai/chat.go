@@ -56,42 +56,19 @@ var _ llm.API = Chat{}
 // Name implements llm.API.
 func (Chat) Name() string { return "openai.chat" }
 
-// ParseRequest implements llm.API.
+// ParseRequest implements llm.API. The output cap is the larger of
+// max_completion_tokens and max_tokens when both are given: OpenAI reads
+// the first, servers that know only max_tokens read the second, and the
+// reservation must cover whichever the upstream reads.
 func (Chat) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
-	var req llm.Request
-	if err := llm.ValidObject(body); err != nil {
+	var out [maxFields]gjson.Result
+	f, req, err := parseBody(body, chatFields, opts, &out, "messages", "tools", "functions",
+		"max_completion_tokens", "max_tokens", "n", "stream_options", "reasoning_effort")
+	if err != nil {
 		return req, err
 	}
-	// One pass over the top level: each Get would rescan the whole body,
-	// messages included, and a body can be megabytes.
-	var model, msgs, tools, fns, maxCompletion, maxTokens, n, stream, streamOpts gjson.Result
-	gjson.Parse(llm.View(body)).ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "model":
-			model = v
-		case "messages":
-			msgs = v
-		case "tools":
-			tools = v
-		case "functions":
-			fns = v
-		case "max_completion_tokens":
-			maxCompletion = v
-		case "max_tokens":
-			maxTokens = v
-		case "n":
-			n = v
-		case "stream":
-			stream = v
-		case "stream_options":
-			streamOpts = v
-		}
-		return true
-	})
-	if model.Type != gjson.String || model.Str == "" {
-		return req, errors.New("model must be a non-empty string")
-	}
-	req.Model = model.Str
+	msgs, tools, fns := f[0], f[1], f[2]
+	maxCompletion, maxTokens, n, streamOpts, effort := f[3], f[4], f[5], f[6], f[7]
 	if !msgs.IsArray() {
 		return req, errors.New("messages must be an array")
 	}
@@ -135,31 +112,35 @@ func (Chat) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Requ
 	}
 	req.InputTokens = in
 
-	res, field := maxCompletion, "max_completion_tokens"
-	if !res.Exists() || res.Type == gjson.Null {
-		res, field = maxTokens, "max_tokens"
-	}
-	capValue, given, err := llm.PositiveInt(res, field, llm.MaxOutputCap)
+	completionCap, completionGiven, err := outputCap(maxCompletion, "max_completion_tokens")
 	if err != nil {
 		return req, err
 	}
-	req.OutputCap, req.CapGiven = capValue, given
-	if !given {
+	tokensCap, tokensGiven, err := outputCap(maxTokens, "max_tokens")
+	if err != nil {
+		return req, err
+	}
+	req.OutputCap, req.CapGiven = max(completionCap, tokensCap), completionGiven || tokensGiven
+	if !req.CapGiven {
 		req.OutputCap = opts.DefaultOutputCap
 	}
 	choices, given, err := llm.PositiveInt(n, "n", maxChoices)
 	if err != nil {
 		return req, err
 	}
-	req.Choices = 1
 	if given {
 		req.Choices = choices
 	}
-	if stream.Type != gjson.Null && !stream.IsBool() {
-		return req, errors.New("stream must be a boolean")
+	if req.StreamUsage, err = streamUsage(streamOpts); err != nil {
+		return req, err
 	}
-	req.Stream = stream.Bool()
-	req.StreamUsage = streamOpts.Get("include_usage").Bool()
+	// reasoning_effort turns reasoning on (or, as "none", off) for the
+	// models that have it.
+	e, err := llm.OptionalString(effort, "reasoning_effort")
+	if err != nil {
+		return req, err
+	}
+	req.HiddenReasoning = e != "" && e != "none"
 	return req, nil
 }
 
@@ -195,26 +176,12 @@ func contentTokens(v gjson.Result, tc *textCounter) int64 {
 func (Chat) Inject(body []byte, req *llm.Request, opts llm.InjectOptions) ([]byte, error) {
 	var out []byte
 	var err error
-	edit := func(path string, value any) {
-		if err != nil {
-			return
-		}
-		src := body
-		if out != nil {
-			src = out
-		}
-		out, err = llm.SetField(src, path, value)
-	}
 	if opts.OutputCap && !req.CapGiven {
-		edit(CapField(req.Model), req.OutputCap)
+		if out, err = llm.SetField(body, chatFields, req.OutputCap, CapField(req.Model)); err != nil {
+			return nil, err
+		}
 	}
-	if opts.StreamUsage && req.Stream && !req.StreamUsage {
-		edit("stream_options.include_usage", true)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return injectStreamUsage(body, out, chatFields, req, opts)
 }
 
 // CapField returns the output-cap field a model accepts: reasoning models

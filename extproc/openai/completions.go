@@ -29,7 +29,8 @@ func (Completions) Name() string { return "openai.completions" }
 // ParseRequest implements llm.API. best_of and n multiply the output, and
 // so does every prompt of a batch (an array of prompts).
 func (c Completions) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
-	f, req, err := parseBody(body, "prompt", "suffix", "max_tokens", "n", "best_of", "stream_options")
+	var out [maxFields]gjson.Result
+	f, req, err := parseBody(body, completionsFields, opts, &out, "prompt", "suffix", "max_tokens", "n", "best_of", "stream_options")
 	if err != nil {
 		return req, err
 	}
@@ -73,8 +74,8 @@ func (c Completions) ParseRequest(_ string, body []byte, opts llm.ParseOptions) 
 	// best_of candidates are generated (and billed) server-side; n of
 	// them are returned.
 	req.Choices = max(n, bestOf) * prompts
-	req.StreamUsage = streamOpts.Get("include_usage").Bool()
-	return req, nil
+	req.StreamUsage, err = streamUsage(streamOpts)
+	return req, err
 }
 
 // Inject implements llm.API.
@@ -82,20 +83,11 @@ func (Completions) Inject(body []byte, req *llm.Request, opts llm.InjectOptions)
 	var out []byte
 	var err error
 	if opts.OutputCap && !req.CapGiven {
-		if out, err = llm.SetField(body, "max_tokens", req.OutputCap); err != nil {
+		if out, err = llm.SetField(body, completionsFields, req.OutputCap, "max_tokens"); err != nil {
 			return nil, err
 		}
 	}
-	if opts.StreamUsage && req.Stream && !req.StreamUsage {
-		src := body
-		if out != nil {
-			src = out
-		}
-		if out, err = llm.SetField(src, "stream_options.include_usage", true); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return injectStreamUsage(body, out, completionsFields, req, opts)
 }
 
 // NewUsageReader implements llm.API.

@@ -1,6 +1,8 @@
 package openai
 
 import (
+	"github.com/tidwall/gjson"
+
 	"github.com/tokenwarden/tokenwarden/extproc/llm"
 )
 
@@ -16,7 +18,8 @@ func (Embeddings) Name() string { return "openai.embeddings" }
 // ParseRequest implements llm.API. The request has no output, so its cap
 // is zero and counts as given: there is nothing to inject.
 func (Embeddings) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
-	f, req, err := parseBody(body, "input")
+	var out [maxFields]gjson.Result
+	f, req, err := parseBody(body, embeddingsFields, opts, &out, "input")
 	if err != nil {
 		return req, err
 	}

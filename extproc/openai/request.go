@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/tidwall/gjson"
@@ -9,25 +8,53 @@ import (
 	"github.com/tokenwarden/tokenwarden/extproc/llm"
 )
 
-// parseBody validates a request body and reads, in one pass, the fields
-// every OpenAI endpoint has (the model and the stream flag) and the named
-// ones, which it returns in order.
-func parseBody(body []byte, names ...string) (fields []gjson.Result, req llm.Request, err error) {
-	if err = llm.ValidObject(body); err != nil {
+// maxFields is how many top-level fields an endpoint reads.
+const maxFields = 12
+
+// parseBody checks a request body against fields (llm.CheckBody) and
+// reads, in one pass, the fields every OpenAI endpoint has (the model and
+// the stream flag) and the named ones, which it returns in order, in out. A model
+// in opts (an Azure deployment's) is the request's, and the body's is
+// then not read: Azure ignores it.
+func parseBody(body []byte, fields *llm.Fields, opts llm.ParseOptions, out *[maxFields]gjson.Result, names ...string) (f []gjson.Result, req llm.Request, err error) {
+	if err = llm.CheckBody(body, fields); err != nil {
 		return nil, req, err
 	}
-	f := llm.TopFields(gjson.Parse(llm.View(body)), append([]string{"model", "stream"}, names...)...)
-	model, stream := f[0], f[1]
-	if model.Type != gjson.String || model.Str == "" {
-		return nil, req, errors.New("model must be a non-empty string")
+	var all [maxFields]string
+	f = llm.TopFields(gjson.Parse(llm.View(body)), out[:0], append(append(all[:0], "model", "stream"), names...)...)
+	req.Model = opts.Model
+	if req.Model == "" {
+		if req.Model, err = llm.RequiredString(f[0], "model"); err != nil {
+			return nil, req, err
+		}
 	}
-	req.Model = model.Str
-	if stream.Type != gjson.Null && !stream.IsBool() {
-		return nil, req, errors.New("stream must be a boolean")
+	if req.Stream, err = llm.OptionalBool(f[1], "stream"); err != nil {
+		return nil, req, err
 	}
-	req.Stream = stream.Bool()
 	req.Choices = 1
 	return f[2:], req, nil
+}
+
+// streamUsage reads stream_options: whether it asks for usage. It must be
+// an object or null, so that an injected include_usage has a place.
+func streamUsage(v gjson.Result) (bool, error) {
+	if err := llm.OptionalObject(v, "stream_options"); err != nil {
+		return false, err
+	}
+	return llm.OptionalBool(v.Get("include_usage"), "stream_options.include_usage")
+}
+
+// injectStreamUsage sets stream_options.include_usage in body (or in
+// edited, when an earlier edit made it) when opts ask for it and the
+// streaming request does not.
+func injectStreamUsage(body, edited []byte, fields *llm.Fields, req *llm.Request, opts llm.InjectOptions) ([]byte, error) {
+	if !opts.StreamUsage || !req.Stream || req.StreamUsage {
+		return edited, nil
+	}
+	if edited != nil {
+		body = edited
+	}
+	return llm.SetField(body, fields, true, "stream_options", "include_usage")
 }
 
 // promptTokens counts a prompt that may be a string, an array of strings,

@@ -27,14 +27,30 @@ func (Responses) Name() string { return "openai.responses" }
 // ParseRequest implements llm.API. State kept by OpenAI
 // (previous_response_id, conversation, stored prompts, item references) is
 // billed as input but is not in the body: the estimate says so in Notes.
+// "background": true runs the response on after the reply (Background),
+// and a reasoning object turns reasoning on (HiddenReasoning) unless its
+// effort is "none".
 func (Responses) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
-	f, req, err := parseBody(body, "input", "instructions", "tools", "text",
-		"previous_response_id", "conversation", "prompt", "max_output_tokens")
+	var out [maxFields]gjson.Result
+	f, req, err := parseBody(body, responsesFields, opts, &out, "input", "instructions", "tools", "text",
+		"previous_response_id", "conversation", "prompt", "max_output_tokens", "background", "reasoning")
 	if err != nil {
 		return req, err
 	}
 	input, instructions, tools, text := f[0], f[1], f[2], f[3]
 	prevID, conversation, prompt, maxOutput := f[4], f[5], f[6], f[7]
+	background, reasoning := f[8], f[9]
+	if req.Background, err = llm.OptionalBool(background, "background"); err != nil {
+		return req, err
+	}
+	if err := llm.OptionalObject(reasoning, "reasoning"); err != nil {
+		return req, err
+	}
+	effort, err := llm.OptionalString(reasoning.Get("effort"), "reasoning.effort")
+	if err != nil {
+		return req, err
+	}
+	req.HiddenReasoning = reasoning.IsObject() && effort != "none"
 	tc := &textCounter{counter: opts.TokenCounter(), model: req.Model}
 	count := tc.count
 	var notes []string
@@ -156,7 +172,7 @@ func (Responses) Inject(body []byte, req *llm.Request, opts llm.InjectOptions) (
 	if !opts.OutputCap || req.CapGiven {
 		return nil, nil
 	}
-	return llm.SetField(body, "max_output_tokens", req.OutputCap)
+	return llm.SetField(body, responsesFields, req.OutputCap, "max_output_tokens")
 }
 
 // NewUsageReader implements llm.API.

@@ -28,26 +28,17 @@ func ParseUsage(u gjson.Result) (accounting.Usage, bool) {
 	u.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "prompt_tokens", "input_tokens":
-			out.InputTokens, ok = nonNegative(v), true
+			out.InputTokens, ok = llm.TokenCount(v), true
 		case "completion_tokens", "output_tokens":
-			out.OutputTokens, ok = nonNegative(v), true
+			out.OutputTokens, ok = llm.TokenCount(v), true
 		case "prompt_tokens_details", "input_tokens_details":
-			out.CachedInputTokens = nonNegative(v.Get("cached_tokens"))
+			out.CachedInputTokens = llm.TokenCount(v.Get("cached_tokens"))
 		}
 		return true
 	})
-	// A cached count above the prompt would price negative input.
-	out.CachedInputTokens = min(out.CachedInputTokens, out.InputTokens)
-	return out, ok
-}
-
-// nonNegative reads a token count; a negative or non-numeric one, which
-// no provider sends, counts as zero rather than as a refund.
-func nonNegative(v gjson.Result) int64 {
-	if v.Type != gjson.Number {
-		return 0
-	}
-	return max(v.Int(), 0)
+	// A cached count above the prompt would price negative input: Clamp
+	// keeps it within.
+	return out.Clamp(), ok
 }
 
 // JSONReader reads the usage of a non-streamed OpenAI-style JSON body, in

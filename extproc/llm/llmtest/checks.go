@@ -2,6 +2,7 @@ package llmtest
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
@@ -34,11 +35,12 @@ func CheckPaths(t *testing.T, modelFromPath func(string) (string, bool, bool), m
 }
 
 // BadRequest is a request body, sent to Path, that ParseRequest must
-// refuse.
+// refuse, with an error containing Error (when set).
 type BadRequest struct {
-	Name string
-	Path string
-	Body string
+	Name  string
+	Path  string
+	Body  string
+	Error string
 }
 
 // CheckRefused checks that api refuses every one of bad: a body it cannot
@@ -47,8 +49,12 @@ func CheckRefused(t *testing.T, api llm.API, bad []BadRequest) {
 	t.Helper()
 	for _, tc := range bad {
 		t.Run(tc.Name, func(t *testing.T) {
-			if _, err := api.ParseRequest(tc.Path, []byte(tc.Body), ParseOptions()); err == nil {
-				t.Errorf("got no error for %s", tc.Body)
+			_, err := api.ParseRequest(tc.Path, []byte(tc.Body), ParseOptions())
+			if err == nil {
+				t.Fatalf("got no error for %s", tc.Body)
+			}
+			if !strings.Contains(err.Error(), tc.Error) {
+				t.Errorf("got error %q, want one containing %q", err, tc.Error)
 			}
 		})
 	}

@@ -36,6 +36,21 @@
 //   - Every file in the folder has an entry, so that no fixture goes
 //     unchecked.
 //
+// # Differential checks
+//
+// [CheckDifferential] compares what a wire format reserves for a body with
+// what the provider will do with it: the format parses and edits the
+// body, encoding/json decodes the edited body as a Go provider would (the
+// last of repeated keys wins), and a [View] of the provider, written from
+// its API reference apart from the parser, reads it. They must agree on
+// the model, streaming and its usage report, the output cap, the number of
+// choices, hidden reasoning and background mode, and the estimate must
+// count at least the prompt text the provider reads. [Bodies] makes
+// request bodies full of what a client might try (repeated, escaped and
+// differently cased keys, nulls, wrong types, numbers written oddly) from
+// an API's [Knob]s; [RunDifferential] checks thousands of them, and the
+// request fuzz targets check whatever the fuzzer makes of them.
+//
 // # Helpers
 //
 // The rest of the package is what the packages' own tests share, so that
@@ -43,7 +58,8 @@
 // fixtures ([FuzzReader], [FuzzRequests]; the FuzzXxx functions stay in
 // each package, where go test -fuzz finds them), benchmarks of a reader
 // and of request parsing ([BenchReader], [BenchParse]), checks of model
-// paths, refused requests and mid-stream errors, and a [Recorder] for
+// paths, refused requests, absurd usage counts and mid-stream errors, and
+// a [Recorder] for
 // pointing a vendor's SDK at replayed fixtures and at tokenwarden's own
 // error replies.
 //

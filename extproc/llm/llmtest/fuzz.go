@@ -59,14 +59,33 @@ type RequestTarget struct {
 	// NoOutput marks an API whose requests have no output (embeddings):
 	// its output cap must be zero rather than at least one.
 	NoOutput bool
+	// Model is the ParseOptions.Model requests are parsed with (an Azure
+	// deployment's), if any.
+	Model string
+	// View is the provider's reading of a body, for [CheckDifferential];
+	// nil skips that check.
+	View View
+	// Knobs describe the API's request bodies, for [Bodies]: the fuzz
+	// targets are seeded with some, [RunDifferential] checks many.
+	Knobs []Knob
 }
 
+// seedBodies is how many bodies from a target's knobs seed its fuzz
+// target (and so run in every test run).
+const seedBodies = 64
+
 // FuzzRequests fuzzes request bodies, seeded with the request fixtures of
-// d, through every target: see [CheckRequest].
+// d and bodies made from the targets' knobs, through every target: see
+// [CheckRequest].
 func FuzzRequests(f *testing.F, d Dir, targets ...RequestTarget) {
 	f.Helper()
 	for _, b := range requestBodies(f, d) {
 		f.Add(b)
+	}
+	for i, target := range targets {
+		for _, b := range Bodies(uint64(i), seedBodies, target.Knobs) {
+			f.Add(b)
+		}
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, target := range targets {
@@ -83,6 +102,9 @@ func FuzzRequestPaths(f *testing.F, d Dir, target RequestTarget) {
 	for _, b := range requestBodies(f, d) {
 		f.Add(target.Path, b)
 	}
+	for _, b := range Bodies(0, seedBodies, target.Knobs) {
+		f.Add(target.Path, b)
+	}
 	f.Fuzz(func(t *testing.T, path string, body []byte) {
 		CheckRequest(t, target, path, body)
 	})
@@ -92,11 +114,15 @@ func FuzzRequestPaths(f *testing.F, d Dir, target RequestTarget) {
 // the body; what it accepts must be plausible (a model, no negative
 // input, an output cap of at least one unless the API has no output, at
 // least one choice), and Inject must then accept the body too: a request
-// that was admitted must not fail on its way to the provider.
+// that was admitted must not fail on its way to the provider. With a
+// View, the reservation must also be what the provider does
+// ([CheckDifferential]).
 func CheckRequest(t *testing.T, target RequestTarget, path string, body []byte) {
 	t.Helper()
 	api := target.API
-	req, err := api.ParseRequest(path, body, ParseOptions())
+	opts := ParseOptions()
+	opts.Model = target.Model
+	req, err := api.ParseRequest(path, body, opts)
 	if err != nil {
 		return
 	}
@@ -109,6 +135,32 @@ func CheckRequest(t *testing.T, target RequestTarget, path string, body []byte) 
 	}
 	if _, err := api.Inject(body, &req, llm.InjectOptions{OutputCap: true, StreamUsage: true}); err != nil {
 		t.Fatalf("%s: Inject failed on a body that parsed: %v", api.Name(), err)
+	}
+	if target.View != nil {
+		opts := DiffOptions()
+		opts.Model = target.Model
+		CheckDifferential(t, target, path, body, opts)
+	}
+}
+
+// RunDifferential checks n bodies made from target's knobs ([Bodies])
+// with [CheckDifferential], and reports how many the API accepted: a
+// differential test that accepts nothing proves nothing, so it fails when
+// fewer than minAccepted were.
+func RunDifferential(t *testing.T, target RequestTarget, n, minAccepted int) {
+	t.Helper()
+	opts := DiffOptions()
+	opts.Model = target.Model
+	accepted := 0
+	for _, body := range Bodies(uint64(n), n, target.Knobs) {
+		if _, err := target.API.ParseRequest(target.Path, body, opts); err == nil {
+			accepted++
+		}
+		CheckDifferential(t, target, target.Path, body, opts)
+	}
+	t.Logf("%s: %d of %d bodies accepted", target.API.Name(), accepted, n)
+	if accepted < minAccepted {
+		t.Errorf("%s: %d of %d bodies accepted, want at least %d", target.API.Name(), accepted, n, minAccepted)
 	}
 }
 

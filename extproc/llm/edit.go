@@ -1,0 +1,103 @@
+package llm
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// SetField returns a copy of body, a body [CheckBody] accepted against
+// fields, with the field at path set to value (encoded by encoding/json).
+// path names fields as fields declares them, outermost first.
+//
+// The body has each field once (CheckBody saw to it), and that occurrence
+// is the one edited, under whichever name the body gives it: an alias, or
+// a key spelled with escapes. A field the body lacks is added at the end
+// of its object, just before the closing brace, with the objects on its
+// way, under the name of the same rank as its parent's (Gemini's
+// max_output_tokens inside generation_config). A null on the way is
+// replaced by an object; any other value there that is not an object is
+// an error, which ParseRequest, refusing such a body, prevents. The rest
+// of the body is kept byte for byte, as [API.Inject] promises.
+func SetField(body []byte, fields *Fields, value any, path ...string) ([]byte, error) {
+	enc, err := json.Marshal(value)
+	if err != nil {
+		return nil, fmt.Errorf("editing request body: %w", err)
+	}
+	if len(path) == 0 {
+		return nil, fmt.Errorf("editing request body: no field named")
+	}
+	off := skipSpace(body, 0)
+	if off >= len(body) || body[off] != '{' {
+		return nil, fmt.Errorf("editing request body: %w", ErrNotObject)
+	}
+	obj := gjson.Parse(View(body[off:]))
+	// Each field on the way must be declared, so that the edit knows its
+	// names.
+	f := fields
+	for _, name := range path {
+		fd := f.declared(name)
+		if fd == nil {
+			return nil, fmt.Errorf("editing request body: field %q is not declared", name)
+		}
+		f = fd.inner
+	}
+	rank := 0 // the rank among its names of the name the parent has
+	for k := 0; ; k++ {
+		name := path[k]
+		fd := fields.declared(name)
+		var found gjson.Result
+		at, foundRank, members := -1, 0, false
+		obj.ForEach(func(key, v gjson.Result) bool {
+			members = true
+			if r := fd.nameIndex(key.Str); r >= 0 {
+				found, at, foundRank = v, off+v.Index, r
+				return false
+			}
+			return true
+		})
+		switch {
+		case at < 0:
+			// The member goes just before the object's closing brace.
+			var member []byte
+			if members {
+				member = append(member, ',')
+			}
+			member = appendMember(member, fields, path[k:], rank, enc)
+			brace := off + len(strings.TrimRight(obj.Raw, " \t\r\n")) - 1
+			return splice(body, brace, brace, member), nil
+		case k == len(path)-1:
+			return splice(body, at, at+len(found.Raw), enc), nil
+		case found.Type == gjson.Null:
+			inner := append([]byte{'{'}, appendMember(nil, fd.inner, path[k+1:], foundRank, enc)...)
+			return splice(body, at, at+len(found.Raw), append(inner, '}')), nil
+		case !found.IsObject():
+			return nil, fmt.Errorf("editing request body: %s is not an object", name)
+		}
+		obj, off, fields, rank = gjson.Parse(found.Raw), at, fd.inner, foundRank
+	}
+}
+
+// appendMember appends "name":value for the field path[0] of fields,
+// value being the objects down path with enc at the end. Each name is
+// the one of the given rank, or the field's last one.
+func appendMember(out []byte, fields *Fields, path []string, rank int, enc []byte) []byte {
+	fd := fields.declared(path[0])
+	name, _ := json.Marshal(fd.names[min(rank, len(fd.names)-1)])
+	out = append(append(out, name...), ':')
+	if len(path) == 1 {
+		return append(out, enc...)
+	}
+	out = append(out, '{')
+	return append(appendMember(out, fd.inner, path[1:], rank, enc), '}')
+}
+
+// splice returns a new body: body with body[from:to] replaced by insert.
+func splice(body []byte, from, to int, insert []byte) []byte {
+	out := make([]byte, 0, len(body)-(to-from)+len(insert))
+	out = append(out, body[:from]...)
+	out = append(out, insert...)
+	return append(out, body[to:]...)
+}
