@@ -274,7 +274,7 @@ func TestAzureDeploymentNamesTheModel(t *testing.T) {
 	// An unmapped deployment is its own model; a deployment called
 	// "chat" serving /completions is completions, not chat.
 	req.Path = "/openai/deployments/chat/completions"
-	req.Body = []byte(`{"model":"davinci-002","prompt":"hi","max_tokens":5}`)
+	req.Body = []byte(`{"prompt":"hi","max_tokens":5}`) // no model: Azure needs none
 	resp = r.envoy.Do(t.Context(), req, up.json(200, fixture(t, "openai/completions.json")))
 	wantStatus(t, resp, 200)
 	md := resp.Metadata[extproc.MetadataNamespace]

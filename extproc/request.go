@@ -4,7 +4,6 @@ import (
 	"errors"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -178,10 +177,6 @@ func (st *stream) requestTrailers() (*extprocv3.ProcessingResponse, bool) {
 // ends the request.
 func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 	api := st.target.api
-	if !utf8.Valid(body) {
-		st.count(api, "bad_request")
-		return badRequest(api, "request body is not valid UTF-8"), true
-	}
 	o := &st.s.opts
 	req, err := api.ParseRequest(st.path, body, llm.ParseOptions{Counter: o.Counter, DefaultOutputCap: o.DefaultOutputCap, Model: st.target.model})
 	if err != nil {
