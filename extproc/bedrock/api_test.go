@@ -148,3 +148,34 @@ func TestStreamReaderReportsErrors(t *testing.T) {
 		t.Error("got no framing error for a corrupt frame")
 	}
 }
+
+// TestNativeMaxTokens: Claude on Bedrock reads its own max_tokens from
+// additionalModelRequestFields when inferenceConfig names no cap; with
+// cap injection off, reserving the default instead would let it generate
+// far more than was reserved.
+func TestNativeMaxTokens(t *testing.T) {
+	tests := []struct {
+		name    string
+		body    string
+		wantCap int64
+		given   bool
+	}{
+		{"native only", `{"messages":[],"additionalModelRequestFields":{"max_tokens":64000}}`, 64000, true},
+		{"both: the larger", `{"messages":[],"inferenceConfig":{"maxTokens":10},"additionalModelRequestFields":{"max_tokens":64000}}`, 64000, true},
+		{"neither: the default", `{"messages":[],"additionalModelRequestFields":{}}`, 4096, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := Converse{}.ParseRequest("/model/anthropic.claude-sonnet-4-5-v1:0/converse", []byte(tt.body), llmtest.ParseOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if req.OutputCap != tt.wantCap || req.CapGiven != tt.given {
+				t.Errorf("got cap %d (given %v), want %d (given %v)", req.OutputCap, req.CapGiven, tt.wantCap, tt.given)
+			}
+		})
+	}
+	if _, err := (Converse{}).ParseRequest("/model/m/converse", []byte(`{"messages":[],"additionalModelRequestFields":{"max_tokens":"big"}}`), llmtest.ParseOptions()); err == nil {
+		t.Error("got no error for a non-integer native max_tokens")
+	}
+}

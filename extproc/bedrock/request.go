@@ -43,6 +43,7 @@ var converseFields = llm.NewFields().
 	Nest("toolConfig", llm.NewFields().Read("tools")).
 	Nest("inferenceConfig", llm.NewFields().Read("maxTokens")).
 	Nest("additionalModelRequestFields", llm.NewFields().
+		Read("max_tokens").
 		Nest("thinking", llm.NewFields().Read("type", "budget_tokens")).
 		Nest("reasoningConfig", llm.NewFields().Read("type")))
 
@@ -100,6 +101,16 @@ func (Converse) ParseRequest(path string, body []byte, opts llm.ParseOptions) (l
 	}
 	if err := llm.OptionalObject(additional, "additionalModelRequestFields"); err != nil {
 		return req, err
+	}
+	// Claude's own max_tokens, passed through: the model generates up to
+	// it when inferenceConfig sets no cap, so it bounds the reservation
+	// too (the larger of both, should a request carry the two).
+	native, nativeGiven, err := llm.PositiveInt(additional.Get("max_tokens"), "additionalModelRequestFields.max_tokens", llm.MaxOutputCap)
+	if err != nil {
+		return req, err
+	}
+	if nativeGiven {
+		req.OutputCap, req.CapGiven = max(req.OutputCap, native), true
 	}
 	thinking := additional.Get("thinking")
 	if req.HiddenReasoning, err = anthropic.Thinking(thinking, "additionalModelRequestFields.thinking"); err != nil {
