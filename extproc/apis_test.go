@@ -10,7 +10,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/extproc/envoytest"
+	"github.com/tokenwarden/tokenwarden/internal/envoytest"
 )
 
 // apiCase is one API end to end through the test Envoy: a request

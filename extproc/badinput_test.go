@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/extproc/envoytest"
+	"github.com/tokenwarden/tokenwarden/internal/envoytest"
 )
 
 // TestFiftyMegabyteBody sends a 50 MB prompt: it is estimated (not

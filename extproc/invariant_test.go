@@ -11,7 +11,7 @@ import (
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/extproc"
-	"github.com/tokenwarden/tokenwarden/extproc/envoytest"
+	"github.com/tokenwarden/tokenwarden/internal/envoytest"
 )
 
 // The tests here hold the server's central invariant: a metered request

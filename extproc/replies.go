@@ -11,8 +11,8 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/extproc/llm"
-	"github.com/tokenwarden/tokenwarden/extproc/openai"
+	"github.com/tokenwarden/tokenwarden/internal/llm"
+	"github.com/tokenwarden/tokenwarden/internal/llm/openai"
 )
 
 // setHeader returns a header mutation entry that replaces any existing

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/extproc/llm"
+	"github.com/tokenwarden/tokenwarden/internal/llm"
 )
 
 // Header names removed from requests; never modified.

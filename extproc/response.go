@@ -6,8 +6,8 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/tokenwarden/tokenwarden/extproc/contentcoding"
-	"github.com/tokenwarden/tokenwarden/extproc/llm"
+	"github.com/tokenwarden/tokenwarden/internal/contentcoding"
+	"github.com/tokenwarden/tokenwarden/internal/llm"
 )
 
 func (st *stream) responseHeaders(h *extprocv3.HttpHeaders, attrs map[string]*structpb.Struct) (*extprocv3.ProcessingResponse, bool) {

@@ -3,11 +3,11 @@ package extproc
 import (
 	"strings"
 
-	"github.com/tokenwarden/tokenwarden/extproc/anthropic"
-	"github.com/tokenwarden/tokenwarden/extproc/bedrock"
-	"github.com/tokenwarden/tokenwarden/extproc/gemini"
-	"github.com/tokenwarden/tokenwarden/extproc/llm"
-	"github.com/tokenwarden/tokenwarden/extproc/openai"
+	"github.com/tokenwarden/tokenwarden/internal/llm/anthropic"
+	"github.com/tokenwarden/tokenwarden/internal/llm/bedrock"
+	"github.com/tokenwarden/tokenwarden/internal/llm/gemini"
+	"github.com/tokenwarden/tokenwarden/internal/llm"
+	"github.com/tokenwarden/tokenwarden/internal/llm/openai"
 )
 
 // route maps request paths to an API. Adding an API is one wire format

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/accounting/tokenizer"
+	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 )
 
 // Options configure a Server. Limiter is required.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/extproc"
-	"github.com/tokenwarden/tokenwarden/extproc/envoytest"
+	"github.com/tokenwarden/tokenwarden/internal/envoytest"
 )
 
 var tenantA = accounting.Attributes{{Name: "tenant", Value: "a"}}

@@ -12,7 +12,7 @@ import (
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/accounting/memstore"
 	"github.com/tokenwarden/tokenwarden/extproc"
-	"github.com/tokenwarden/tokenwarden/extproc/envoytest"
+	"github.com/tokenwarden/tokenwarden/internal/envoytest"
 )
 
 // rig is a server on a memory store behind the test Envoy.

@@ -7,8 +7,8 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/extproc/contentcoding"
-	"github.com/tokenwarden/tokenwarden/extproc/llm"
+	"github.com/tokenwarden/tokenwarden/internal/contentcoding"
+	"github.com/tokenwarden/tokenwarden/internal/llm"
 )
 
 // MetadataNamespace is the dynamic-metadata namespace tokenwarden writes

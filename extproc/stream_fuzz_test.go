@@ -118,8 +118,9 @@ func newFuzzServer(t testing.TB) *Server {
 // mode Envoy might announce, any path and body — and checks, after every
 // reply, what Envoy would do with it:
 //
-//   - no request byte goes on to the upstream, and no response begins,
-//     for a metered request without a reservation;
+//   - no request byte goes on to the upstream, and no upstream response
+//     reaches the client, for a metered request without a reservation
+//     (Envoy's own error reply, a 413 say, may);
 //   - every request with a body on an LLM API path (by an oracle written
 //     apart from the server's router) is metered;
 //   - an admitted request is settled exactly once when the stream ends;
@@ -170,7 +171,8 @@ func FuzzStreamInvariant(f *testing.F) {
 			body = fuzzBodies[int(b/2)%len(fuzzBodies)]
 		}
 		sentHeaders, headersEOS := false, false
-		released := false // request bytes went on to the upstream
+		released := false  // request bytes went on to the upstream
+		envoysOwn := false // the response is Envoy's own error reply
 		for len(ops) > 0 {
 			op := next()
 			var req *extprocv3.ProcessingRequest
@@ -200,13 +202,20 @@ func FuzzStreamInvariant(f *testing.F) {
 			case 2:
 				req = &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestTrailers{
 					RequestTrailers: &extprocv3.HttpTrailers{}}}
-			case 3: // response headers
+			case 3: // response headers: the upstream's, or Envoy's own error
 				status := "200"
 				if op&8 != 0 {
 					status = "500"
 				}
 				h := &corev3.HeaderMap{Headers: []*corev3.HeaderValue{{Key: ":status", RawValue: []byte(status)},
 					{Key: "content-type", RawValue: []byte("text/event-stream")}}}
+				if op&32 != 0 {
+					h.Headers = append(h.Headers, &corev3.HeaderValue{Key: upstreamServiceTime, RawValue: []byte("1")})
+				}
+				// An error without the router's header is Envoy's own reply
+				// (a 413, a timeout), which may pass an undecided request:
+				// it never reached the upstream.
+				envoysOwn = status != "200" && op&32 == 0
 				req = &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
 					ResponseHeaders: &extprocv3.HttpHeaders{Headers: h, EndOfStream: op&16 != 0}}}
 			case 4:
@@ -240,7 +249,11 @@ func FuzzStreamInvariant(f *testing.F) {
 						released = true
 					}
 				case *extprocv3.ProcessingRequest_ResponseHeaders, *extprocv3.ProcessingRequest_ResponseBody,
-					*extprocv3.ProcessingRequest_ResponseTrailers, *extprocv3.ProcessingRequest_RequestTrailers:
+					*extprocv3.ProcessingRequest_ResponseTrailers:
+					if !envoysOwn {
+						t.Fatalf("the upstream's %T for an undecided metered request was let through", req.Request)
+					}
+				case *extprocv3.ProcessingRequest_RequestTrailers:
 					t.Fatalf("%T of an undecided metered request was let through", req.Request)
 				}
 				if released {

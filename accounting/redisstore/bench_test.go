@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/accounting/redisstore/redistest"
+	"github.com/tokenwarden/tokenwarden/internal/redistest"
 )
 
 // The benchmarks run decisions against a redis-server on loopback that

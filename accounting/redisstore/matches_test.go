@@ -10,7 +10,7 @@ import (
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/accounting/memstore"
-	"github.com/tokenwarden/tokenwarden/accounting/redisstore/redistest"
+	"github.com/tokenwarden/tokenwarden/internal/redistest"
 )
 
 // manualClock is memstore's clock in TestMatchesMemstore.

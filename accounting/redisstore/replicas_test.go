@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/accounting/redisstore/redistest"
+	"github.com/tokenwarden/tokenwarden/internal/redistest"
 )
 
 // TestClockSkew runs Redis with its clock 49h30m ahead of this machine's

@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/tokenwarden/tokenwarden/extproc"
-	"github.com/tokenwarden/tokenwarden/extproc/envoytest"
+	"github.com/tokenwarden/tokenwarden/internal/envoytest"
 )
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

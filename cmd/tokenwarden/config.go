@@ -16,7 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/accounting/tokenizer"
+	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 	"github.com/tokenwarden/tokenwarden/extproc"
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/accounting/tokenizer"
+	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 )
 
 // maxEstimateBody bounds the body "tokenwarden estimate" reads: the

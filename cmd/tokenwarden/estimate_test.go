@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/accounting/tokenizer"
+	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 )
 
 // pngDataURL returns a data URL of a blank w×h PNG.

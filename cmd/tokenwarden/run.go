@@ -28,7 +28,7 @@ import (
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/accounting/memstore"
 	"github.com/tokenwarden/tokenwarden/accounting/redisstore"
-	"github.com/tokenwarden/tokenwarden/accounting/tokenizer"
+	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 	"github.com/tokenwarden/tokenwarden/extproc"
 )
 

@@ -1,0 +1,119 @@
+package anthropic
+
+import (
+	"github.com/tidwall/gjson"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/internal/llm"
+	"github.com/tokenwarden/tokenwarden/internal/sse"
+)
+
+// NewUsageReader implements llm.API.
+func (Messages) NewUsageReader(req *llm.Request, contentType string, opts llm.ReaderOptions) llm.UsageReader {
+	opts.MaxBuffer = opts.BufferSize()
+	if llm.IsEventStream(contentType) {
+		return NewStreamReader(req.Model, opts)
+	}
+	return &jsonReader{body: llm.NewCapture(opts.MaxBuffer)}
+}
+
+// jsonReader reads a non-streamed message; its usage object is last.
+type jsonReader struct {
+	body llm.Capture
+}
+
+func (r *jsonReader) Write(p []byte) { r.body.Write(p) }
+
+func (r *jsonReader) Usage() (accounting.Usage, bool) {
+	var f UsageFields
+	if !f.Apply(r.body.Get("usage")) {
+		return accounting.Usage{}, false
+	}
+	return f.Usage(), true
+}
+
+// ObservedOutputTokens charges a cut JSON body by its size.
+func (r *jsonReader) ObservedOutputTokens() int64 { return (r.body.Len() + 3) / 4 }
+
+// StreamReader follows a Messages SSE stream.
+type StreamReader struct {
+	model    string
+	counter  accounting.TokenCounter
+	dec      *sse.Decoder
+	fields   UsageFields
+	started  bool // message_start reported usage
+	final    bool // message_delta reported usage
+	errored  bool
+	observed int64
+	handler  func(sse.Event)
+}
+
+// NewStreamReader returns a reader for a Messages stream.
+func NewStreamReader(model string, opts llm.ReaderOptions) *StreamReader {
+	r := &StreamReader{model: model, counter: opts.TokenCounter(), dec: sse.NewDecoder(sse.Options{MaxEventBytes: opts.MaxBuffer})}
+	r.handler = r.onEvent
+	return r
+}
+
+// onEvent dispatches on the payload's "type" rather than the event name:
+// the two are equal by contract, and the payload is what gets parsed.
+func (r *StreamReader) onEvent(ev sse.Event) {
+	if ev.Truncated {
+		r.observed += int64(ev.DataLen+3) / 4
+		return
+	}
+	doc := gjson.Parse(llm.View(ev.Data))
+	switch doc.Get("type").Str {
+	case "content_block_delta":
+		d := doc.Get("delta")
+		switch d.Get("type").Str {
+		case "text_delta":
+			r.count(d.Get("text").Str)
+		case "thinking_delta":
+			r.count(d.Get("thinking").Str)
+		case "input_json_delta":
+			r.count(d.Get("partial_json").Str)
+		}
+	case "message_start":
+		if r.fields.Apply(doc.Get("message.usage")) {
+			r.started = true
+		}
+	case "message_delta":
+		if r.fields.Apply(doc.Get("usage")) {
+			r.final = true
+		}
+	case "error":
+		r.errored = true
+	}
+	// ping, content_block_start/stop, message_stop and events not known
+	// yet carry nothing to count.
+}
+
+func (r *StreamReader) count(s string) {
+	if s != "" {
+		r.observed += r.counter.CountTokens(r.model, s)
+	}
+}
+
+// Write implements llm.UsageReader.
+func (r *StreamReader) Write(p []byte) { r.dec.Write(p, r.handler) }
+
+// Usage implements llm.UsageReader. Before message_delta the output is
+// provisional: the larger of message_start's and the observed output.
+func (r *StreamReader) Usage() (accounting.Usage, bool) {
+	if !r.started && !r.final {
+		return accounting.Usage{}, false
+	}
+	u := r.fields.Usage()
+	if !r.final {
+		u.OutputTokens = max(u.OutputTokens, r.observed)
+	}
+	return u, true
+}
+
+// ObservedOutputTokens implements llm.UsageReader.
+func (r *StreamReader) ObservedOutputTokens() int64 { return r.observed }
+
+// Errored reports whether the stream carried an error event (such as
+// overloaded_error) after its 200 status.
+func (r *StreamReader) Errored() bool { return r.errored }

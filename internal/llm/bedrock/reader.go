@@ -1,0 +1,114 @@
+package bedrock
+
+import (
+	"github.com/tidwall/gjson"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/internal/eventstream"
+	"github.com/tokenwarden/tokenwarden/internal/llm"
+)
+
+// ContentType is the media type of converse-stream responses.
+const ContentType = "application/vnd.amazon.eventstream"
+
+// NewUsageReader implements llm.API.
+func (Converse) NewUsageReader(req *llm.Request, contentType string, opts llm.ReaderOptions) llm.UsageReader {
+	opts.MaxBuffer = opts.BufferSize()
+	if llm.HasMediaType(contentType, ContentType) {
+		return NewStreamReader(req.Model, opts)
+	}
+	return &jsonReader{body: llm.NewCapture(opts.MaxBuffer)}
+}
+
+// jsonReader reads a Converse JSON reply; "usage" follows the output.
+type jsonReader struct {
+	body llm.Capture
+}
+
+func (r *jsonReader) Write(p []byte) { r.body.Write(p) }
+
+func (r *jsonReader) Usage() (accounting.Usage, bool) { return ParseUsage(r.body.Get("usage")) }
+
+// ObservedOutputTokens charges a cut JSON body by its size.
+func (r *jsonReader) ObservedOutputTokens() int64 { return (r.body.Len() + 3) / 4 }
+
+// StreamReader follows a converse-stream event stream.
+type StreamReader struct {
+	model    string
+	counter  accounting.TokenCounter
+	dec      *eventstream.Decoder
+	usage    accounting.Usage
+	has      bool
+	stopped  bool // messageStop seen
+	errored  bool // an exception message arrived
+	observed int64
+	handler  func(*eventstream.Message)
+}
+
+// NewStreamReader returns a reader for a converse-stream response.
+func NewStreamReader(model string, opts llm.ReaderOptions) *StreamReader {
+	r := &StreamReader{
+		model:   model,
+		counter: opts.TokenCounter(),
+		dec:     eventstream.NewDecoder(eventstream.Options{MaxPayloadBytes: opts.MaxBuffer}),
+	}
+	r.handler = r.onMessage
+	return r
+}
+
+func (r *StreamReader) onMessage(m *eventstream.Message) {
+	if !m.HeaderIs(":message-type", "event") {
+		// exception (a modelled error such as throttlingException) or
+		// error (an unmodelled one): the stream ends without usage.
+		r.errored = true
+		return
+	}
+	if m.Truncated {
+		r.observed += int64(m.PayloadLen+3) / 4
+		return
+	}
+	typ, _, _ := m.Header(":event-type")
+	switch string(typ) {
+	case "contentBlockDelta":
+		d := gjson.Get(llm.View(m.Payload), "delta")
+		d.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "text":
+				r.count(v.Str)
+			case "toolUse":
+				r.count(v.Get("input").Str)
+			case "reasoningContent":
+				r.count(v.Get("text").Str)
+			}
+			return true
+		})
+	case "messageStop":
+		r.stopped = true
+	case "metadata":
+		if u, ok := ParseUsage(gjson.Get(llm.View(m.Payload), "usage")); ok {
+			r.usage, r.has = u, true
+		}
+	}
+}
+
+func (r *StreamReader) count(s string) {
+	if s != "" {
+		r.observed += r.counter.CountTokens(r.model, s)
+	}
+}
+
+// Write implements llm.UsageReader. A corrupt or oversized frame stops
+// the decoding (see eventstream); what was read until then stands.
+func (r *StreamReader) Write(p []byte) { _ = r.dec.Write(p, r.handler) }
+
+// Usage implements llm.UsageReader.
+func (r *StreamReader) Usage() (accounting.Usage, bool) { return r.usage, r.has }
+
+// ObservedOutputTokens implements llm.UsageReader.
+func (r *StreamReader) ObservedOutputTokens() int64 { return r.observed }
+
+// Errored reports whether the stream carried an exception message.
+func (r *StreamReader) Errored() bool { return r.errored }
+
+// Err returns the framing error that stopped decoding, if any.
+func (r *StreamReader) Err() error { return r.dec.Err() }

@@ -1,0 +1,230 @@
+package gemini
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/tokenwarden/tokenwarden/internal/llm"
+)
+
+// Estimation constants. Gemini's tokenizer is not public.
+const (
+	tokensPerContent = 3
+	// mediaMinTokens is what the smallest image (or one PDF page, or one
+	// second of video) costs.
+	mediaMinTokens = 258
+	// mediaTokensPerKiB charges inline media by decoded size: a 1024-px
+	// JPEG (~200 KiB) is four 258-token tiles; audio (32 tokens/s) and
+	// video (~263 tokens/s) run at a few tokens per KiB at common bit
+	// rates.
+	mediaTokensPerKiB = 5
+	// maxCandidates is Gemini's bound on candidateCount.
+	maxCandidates = 8
+)
+
+// GenerateContent is the generateContent and streamGenerateContent API.
+type GenerateContent struct{}
+
+var _ llm.API = GenerateContent{}
+
+// Name implements llm.API.
+func (GenerateContent) Name() string { return "gemini.generate_content" }
+
+// Google's JSON parser accepts a proto field under its lowerCamelCase
+// name and under its proto (snake_case) name: each field below is
+// declared under both, so that llm.CheckBody refuses a body with both
+// and SetField edits the one the body has.
+
+// protoFields returns Fields with the named fields, read as a whole, each
+// under both of its names.
+func protoFields(names ...string) *llm.Fields {
+	f := llm.NewFields()
+	for _, n := range names {
+		f.Read(n)
+		alias(f, n)
+	}
+	return f
+}
+
+// protoNest declares on f the field name, read into with inner, under
+// both of its names.
+func protoNest(f *llm.Fields, name string, inner *llm.Fields) *llm.Fields {
+	f.Nest(name, inner)
+	alias(f, name)
+	return f
+}
+
+// alias declares the snake_case name of the field camel, if it has one.
+func alias(f *llm.Fields, camel string) {
+	var sb strings.Builder
+	for _, r := range camel {
+		if 'A' <= r && r <= 'Z' {
+			sb.WriteByte('_')
+			r += 'a' - 'A'
+		}
+		sb.WriteRune(r)
+	}
+	if snake := sb.String(); snake != camel {
+		f.Alias(camel, snake)
+	}
+}
+
+// The fields GenerateContent reads.
+var (
+	partFields    = protoNest(protoFields("text", "fileData"), "inlineData", protoFields("data"))
+	contentFields = protoNest(llm.NewFields(), "parts", partFields)
+	configFields  = protoNest(protoFields("maxOutputTokens", "candidateCount"),
+		"thinkingConfig", protoFields("thinkingBudget", "thinkingLevel"))
+	requestFields = protoNest(protoNest(protoNest(protoFields("tools", "cachedContent"),
+		"contents", contentFields),
+		"systemInstruction", contentFields),
+		"generationConfig", configFields)
+)
+
+// field returns the field of v under its camelCase name or its snake_case
+// one: a body that llm.CheckBody accepted has at most one of them.
+func field(v gjson.Result, camel, snake string) gjson.Result {
+	if r := v.Get(camel); r.Exists() {
+		return r
+	}
+	return v.Get(snake)
+}
+
+// ParseRequest implements llm.API. The model and streaming come from the
+// path. A thinkingConfig turns thinking on (HiddenReasoning) unless its
+// thinkingBudget is 0.
+func (GenerateContent) ParseRequest(path string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
+	req, err := llm.NewPathRequest(path, body, requestFields, ModelFromPath)
+	if err != nil {
+		return req, err
+	}
+	var buf [8]gjson.Result
+	f := llm.TopFields(gjson.Parse(llm.View(body)), buf[:0], "contents", "systemInstruction", "system_instruction", "tools",
+		"cachedContent", "cached_content", "generationConfig", "generation_config")
+	either := func(a, b gjson.Result) gjson.Result {
+		if a.Exists() {
+			return a
+		}
+		return b
+	}
+	contents, sys, tools := f[0], either(f[1], f[2]), f[3]
+	cachedContent, cfg := either(f[4], f[5]), either(f[6], f[7])
+	count := func(s string) int64 { return opts.TokenCounter().CountTokens(req.Model, s) }
+	var notes []string
+
+	var in int64
+	if !contents.IsArray() {
+		return req, errors.New("contents must be an array")
+	}
+	var bad error
+	contents.ForEach(func(_, c gjson.Result) bool {
+		if !c.IsObject() {
+			bad = errors.New("each content must be an object")
+			return false
+		}
+		n, fileData := partsTokens(c.Get("parts"), count)
+		in += tokensPerContent + n
+		if fileData {
+			notes = llm.AppendNote(notes, "fileData parts are counted as one image: their size is unknown")
+		}
+		return true
+	})
+	if bad != nil {
+		return req, bad
+	}
+	if sys.IsObject() {
+		n, _ := partsTokens(sys.Get("parts"), count)
+		in += tokensPerContent + n
+	}
+	if tools.IsArray() {
+		in += count(tools.Raw)
+	}
+	if cachedContent.Type == gjson.String && cachedContent.Str != "" {
+		notes = llm.AppendNote(notes, "cachedContent: the cached prompt is billed as input but not counted")
+	}
+	req.InputTokens = in
+	req.Notes = strings.Join(notes, "; ")
+
+	if err := llm.OptionalObject(cfg, "generationConfig"); err != nil {
+		return req, err
+	}
+	req.OutputCap, req.CapGiven, err = llm.PositiveInt(field(cfg, "maxOutputTokens", "max_output_tokens"), "maxOutputTokens", llm.MaxOutputCap)
+	if err != nil {
+		return req, err
+	}
+	if !req.CapGiven {
+		req.OutputCap = opts.DefaultOutputCap
+	}
+	n, given, err := llm.PositiveInt(field(cfg, "candidateCount", "candidate_count"), "candidateCount", maxCandidates)
+	if err != nil {
+		return req, err
+	}
+	if given {
+		req.Choices = n
+	}
+	req.HiddenReasoning, err = thinking(field(cfg, "thinkingConfig", "thinking_config"))
+	return req, err
+}
+
+// thinking reads a thinkingConfig and reports whether it turns thinking
+// on: a thinkingBudget of 0 turns it off, any other (-1 is dynamic) or
+// none (the model's default) leaves it on, and so does a thinkingLevel.
+// Thinking is billed as output and streamed, at most, as a summary.
+func thinking(cfg gjson.Result) (bool, error) {
+	if err := llm.OptionalObject(cfg, "thinkingConfig"); err != nil || !cfg.IsObject() {
+		return false, err
+	}
+	if _, err := llm.OptionalString(field(cfg, "thinkingLevel", "thinking_level"), "thinkingConfig.thinkingLevel"); err != nil {
+		return false, err
+	}
+	switch budget := field(cfg, "thinkingBudget", "thinking_budget"); budget.Type {
+	case gjson.Null:
+		return true, nil
+	case gjson.Number:
+		if n, err := strconv.ParseInt(budget.Raw, 10, 64); err == nil && n >= -1 {
+			return n != 0, nil
+		}
+	}
+	return false, errors.New("thinkingConfig.thinkingBudget must be an integer of -1 or more")
+}
+
+// partsTokens counts a Content's parts. fileData reports a part that
+// points at a file whose size cannot be known here.
+func partsTokens(parts gjson.Result, count func(string) int64) (n int64, fileData bool) {
+	parts.ForEach(func(_, p gjson.Result) bool {
+		p.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "text":
+				n += count(v.Str)
+			case "inlineData", "inline_data":
+				decoded := int64(len(v.Get("data").Str)) * 3 / 4
+				n += max(decoded/1024*mediaTokensPerKiB, mediaMinTokens)
+			case "fileData", "file_data":
+				n += mediaMinTokens
+				fileData = true
+			case "thought", "thoughtSignature", "thought_signature", "videoMetadata", "video_metadata", "partMetadata":
+				// Flags and opaque signatures, not prompt text.
+			default:
+				// functionCall, functionResponse, executable code and
+				// parts not known yet: their JSON, high but never free.
+				n += count(v.Raw)
+			}
+			return true
+		})
+		return true
+	})
+	return n, fileData
+}
+
+// Inject implements llm.API: it sets generationConfig.maxOutputTokens when
+// absent, under whichever names the body gives the config and the field
+// (llm.SetField).
+func (GenerateContent) Inject(body []byte, req *llm.Request, opts llm.InjectOptions) ([]byte, error) {
+	if !opts.OutputCap || req.CapGiven {
+		return nil, nil
+	}
+	return llm.SetField(body, requestFields, req.OutputCap, "generationConfig", "maxOutputTokens")
+}

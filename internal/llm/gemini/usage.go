@@ -1,0 +1,59 @@
+package gemini
+
+import (
+	"github.com/tidwall/gjson"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/internal/llm"
+)
+
+// Metadata is one usageMetadata snapshot.
+type Metadata struct {
+	Prompt     int64 // promptTokenCount, cached part included
+	Cached     int64 // cachedContentTokenCount
+	Candidates int64 // candidatesTokenCount, thoughts excluded
+	Thoughts   int64 // thoughtsTokenCount
+	ToolPrompt int64 // toolUsePromptTokenCount
+}
+
+// ParseMetadata reads a usageMetadata object. Zero fields are often
+// omitted, so any object is a valid snapshot. Both the JSON names Google
+// sends (camelCase) and the proto names (snake_case) are accepted.
+func ParseMetadata(u gjson.Result) (Metadata, bool) {
+	var m Metadata
+	if !u.IsObject() {
+		return m, false
+	}
+	u.ForEach(func(k, v gjson.Result) bool {
+		var dst *int64
+		switch k.Str {
+		case "promptTokenCount", "prompt_token_count":
+			dst = &m.Prompt
+		case "cachedContentTokenCount", "cached_content_token_count":
+			dst = &m.Cached
+		case "candidatesTokenCount", "candidates_token_count":
+			dst = &m.Candidates
+		case "thoughtsTokenCount", "thoughts_token_count":
+			dst = &m.Thoughts
+		case "toolUsePromptTokenCount", "tool_use_prompt_token_count":
+			dst = &m.ToolPrompt
+		default:
+			return true
+		}
+		*dst = llm.TokenCount(v)
+		return true
+	})
+	return m, true
+}
+
+// Usage maps a snapshot onto accounting.Usage.
+func (m Metadata) Usage() accounting.Usage {
+	// Each count is at most accounting.MaxTokens, so the sums cannot
+	// overflow; Clamp brings them back within bounds, and the cached
+	// input within the input.
+	return accounting.Usage{
+		InputTokens:       m.Prompt + m.ToolPrompt,
+		CachedInputTokens: m.Cached,
+		OutputTokens:      m.Candidates + m.Thoughts,
+	}.Clamp()
+}

@@ -1,0 +1,53 @@
+package openai
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/tokenwarden/tokenwarden/internal/llm"
+	"github.com/tokenwarden/tokenwarden/internal/llm/llmtest"
+)
+
+func BenchmarkUsage(b *testing.B) {
+	const model = "gpt-4o-mini"
+	b.Run("chat_stream", func(b *testing.B) {
+		llmtest.BenchReader(b, Chat{}, model, "text/event-stream", bytes.Repeat(fixtures.Read(b, "chat_include_usage.sse"), 100))
+	})
+	b.Run("responses_stream", func(b *testing.B) {
+		llmtest.BenchReader(b, Responses{}, model, "text/event-stream", bytes.Repeat(fixtures.Read(b, "responses_keepalive.sse"), 100))
+	})
+	b.Run("chat_json", func(b *testing.B) {
+		llmtest.BenchReader(b, Chat{}, model, "application/json", fixtures.Read(b, "chat_cached.json"))
+	})
+	b.Run("embeddings_json", func(b *testing.B) {
+		llmtest.BenchReader(b, Embeddings{}, model, "application/json", fixtures.Read(b, "embeddings.json"))
+	})
+}
+
+// TestStreamAllocsPerEvent: the stream readers allocate nothing per event
+// once they are set up.
+func TestStreamAllocsPerEvent(t *testing.T) {
+	r := Chat{}.NewUsageReader(&llm.Request{Model: "m"}, "text/event-stream", llmtest.ReaderOptions())
+	llmtest.CheckNoAllocs(t, "chat", r, fixtures.Read(t, "chat_azure_content_filter.sse"))
+	r = Responses{}.NewUsageReader(&llm.Request{Model: "m"}, "text/event-stream", llmtest.ReaderOptions())
+	llmtest.CheckNoAllocs(t, "responses", r, fixtures.Read(t, "responses_keepalive.sse"))
+}
+
+// BenchmarkParseRequest measures estimation of a 1 MB prompt.
+func BenchmarkParseRequest(b *testing.B) {
+	text := llmtest.LongPrompt()
+	for _, tc := range []struct {
+		name string
+		api  llm.API
+		body string
+	}{
+		{"chat", Chat{}, `{"model":"m","messages":[{"role":"user","content":"` + text + `"}],"max_tokens":5}`},
+		{"responses", Responses{}, `{"model":"m","input":"` + text + `","max_output_tokens":50}`},
+		{"completions", Completions{}, `{"model":"m","prompt":"` + text + `","max_tokens":5}`},
+		{"embeddings", Embeddings{}, `{"model":"m","input":["` + text + `"]}`},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			llmtest.BenchParse(b, tc.api, "/v1/x", []byte(tc.body))
+		})
+	}
+}

@@ -1,0 +1,65 @@
+package openai
+
+import (
+	"github.com/tidwall/gjson"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/internal/llm"
+)
+
+// NewUsageReader implements llm.API.
+func (Chat) NewUsageReader(req *llm.Request, contentType string, opts llm.ReaderOptions) llm.UsageReader {
+	if llm.IsEventStream(contentType) {
+		return NewStreamReader(req.Model, opts, ChatDeltaText)
+	}
+	return NewJSONReader(opts)
+}
+
+// ParseUsage maps an OpenAI usage object onto accounting.Usage. It reads
+// both the chat/completions names (prompt_tokens, completion_tokens) and
+// the Responses API names (input_tokens, output_tokens). Cached tokens are
+// a part of the prompt, as OpenAI reports them.
+func ParseUsage(u gjson.Result) (accounting.Usage, bool) {
+	if !u.IsObject() {
+		return accounting.Usage{}, false
+	}
+	var out accounting.Usage
+	ok := false
+	u.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "prompt_tokens", "input_tokens":
+			out.InputTokens, ok = llm.TokenCount(v), true
+		case "completion_tokens", "output_tokens":
+			out.OutputTokens, ok = llm.TokenCount(v), true
+		case "prompt_tokens_details", "input_tokens_details":
+			out.CachedInputTokens = llm.TokenCount(v.Get("cached_tokens"))
+		}
+		return true
+	})
+	// A cached count above the prompt would price negative input: Clamp
+	// keeps it within.
+	return out.Clamp(), ok
+}
+
+// JSONReader reads the usage of a non-streamed OpenAI-style JSON body, in
+// bounded memory (see llm.Capture).
+type JSONReader struct {
+	body llm.Capture
+}
+
+// NewJSONReader returns a reader for a JSON response body.
+func NewJSONReader(opts llm.ReaderOptions) *JSONReader {
+	return &JSONReader{body: llm.NewCapture(opts.BufferSize())}
+}
+
+// Write implements llm.UsageReader.
+func (r *JSONReader) Write(p []byte) { r.body.Write(p) }
+
+// Usage implements llm.UsageReader.
+func (r *JSONReader) Usage() (accounting.Usage, bool) { return ParseUsage(r.body.Get("usage")) }
+
+// ObservedOutputTokens charges a cut JSON body by its size: its text
+// cannot be parsed until it is complete.
+func (r *JSONReader) ObservedOutputTokens() int64 {
+	return (r.body.Len() + 3) / 4
+}
