@@ -14,26 +14,17 @@ func (Messages) NewUsageReader(req *llm.Request, contentType string, opts llm.Re
 	if llm.IsEventStream(contentType) {
 		return NewStreamReader(req.Model, opts)
 	}
-	return &jsonReader{body: llm.NewCapture(opts.MaxBuffer)}
+	return llm.NewJSONReader(opts, ParseUsage)
 }
 
-// jsonReader reads a non-streamed message; its usage object is last.
-type jsonReader struct {
-	body llm.Capture
-}
-
-func (r *jsonReader) Write(p []byte) { r.body.Write(p) }
-
-func (r *jsonReader) Usage() (accounting.Usage, bool) {
+// ParseUsage maps an Anthropic usage object onto accounting.Usage.
+func ParseUsage(u gjson.Result) (accounting.Usage, bool) {
 	var f UsageFields
-	if !f.Apply(r.body.Get("usage")) {
+	if !f.Apply(u) {
 		return accounting.Usage{}, false
 	}
 	return f.Usage(), true
 }
-
-// ObservedOutputTokens charges a cut JSON body by its size.
-func (r *jsonReader) ObservedOutputTokens() int64 { return (r.body.Len() + 3) / 4 }
 
 // StreamReader follows a Messages SSE stream.
 type StreamReader struct {
@@ -59,7 +50,7 @@ func NewStreamReader(model string, opts llm.ReaderOptions) *StreamReader {
 // the two are equal by contract, and the payload is what gets parsed.
 func (r *StreamReader) onEvent(ev sse.Event) {
 	if ev.Truncated {
-		r.observed += int64(ev.DataLen+3) / 4
+		r.observed += llm.ObservedTokens(int64(ev.DataLen))
 		return
 	}
 	doc := gjson.Parse(llm.View(ev.Data))

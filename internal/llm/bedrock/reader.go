@@ -17,20 +17,8 @@ func (Converse) NewUsageReader(req *llm.Request, contentType string, opts llm.Re
 	if llm.HasMediaType(contentType, ContentType) {
 		return NewStreamReader(req.Model, opts)
 	}
-	return &jsonReader{body: llm.NewCapture(opts.MaxBuffer)}
+	return llm.NewJSONReader(opts, ParseUsage)
 }
-
-// jsonReader reads a Converse JSON reply; "usage" follows the output.
-type jsonReader struct {
-	body llm.Capture
-}
-
-func (r *jsonReader) Write(p []byte) { r.body.Write(p) }
-
-func (r *jsonReader) Usage() (accounting.Usage, bool) { return ParseUsage(r.body.Get("usage")) }
-
-// ObservedOutputTokens charges a cut JSON body by its size.
-func (r *jsonReader) ObservedOutputTokens() int64 { return (r.body.Len() + 3) / 4 }
 
 // StreamReader follows a converse-stream event stream.
 type StreamReader struct {
@@ -64,7 +52,7 @@ func (r *StreamReader) onMessage(m *eventstream.Message) {
 		return
 	}
 	if m.Truncated {
-		r.observed += int64(m.PayloadLen+3) / 4
+		r.observed += llm.ObservedTokens(int64(m.PayloadLen))
 		return
 	}
 	typ, _, _ := m.Header(":event-type")

@@ -24,7 +24,8 @@ func TestMatchPath(t *testing.T) {
 		// Decoded once, as the upstream decodes it: "%3A" is not a colon.
 		{Path: "/v1beta/models/m%253AgenerateContent"},
 		{Path: "/v1beta/models/gemini-2.5-flash:countTokens"},
-		{Path: "/v1beta/models/:generateContent"},
+		{Path: "/v1beta/models/:generateContent", Routed: true},
+		{Path: ":generateContent", Routed: true},
 		// A Vertex AI endpoint (a deployed tuned model) is a generation
 		// too; so is any path that ends in the custom method.
 		{Path: "/v1/projects/p/locations/l/endpoints/123:generateContent", Model: "123", OK: true},

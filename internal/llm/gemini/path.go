@@ -13,10 +13,12 @@ const (
 
 // MatchPath reports whether a request path is a generateContent or
 // streamGenerateContent call (…/{model}:method, with or without a query
-// string), as the Gemini API and Vertex AI spell it.
+// string), as the Gemini API and Vertex AI spell it. A path that ends in
+// the method but names no model matches too: it is metered, and its
+// parse refuses it, rather than pass unmetered.
 func MatchPath(path string) bool {
-	_, _, ok := ModelFromPath(path)
-	return ok
+	p := llm.CleanPath(path)
+	return strings.HasSuffix(p, generateSuffix) || strings.HasSuffix(p, streamSuffix)
 }
 
 // ModelFromPath returns the model a raw request path names and whether

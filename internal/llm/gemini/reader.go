@@ -65,7 +65,7 @@ func NewSSEReader(model string, opts llm.ReaderOptions) *SSEReader {
 
 func (r *SSEReader) onEvent(ev sse.Event) {
 	if ev.Truncated {
-		r.observed += int64(ev.DataLen+3) / 4
+		r.observed += llm.ObservedTokens(int64(ev.DataLen))
 		return
 	}
 	doc := gjson.Parse(llm.View(ev.Data))

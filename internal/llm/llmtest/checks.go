@@ -16,19 +16,25 @@ type PathCase struct {
 	Model  string
 	Stream bool
 	OK     bool
+	// Routed: the path is the API's though it names no model (OK is
+	// false): routing meters it, and parsing refuses it.
+	Routed bool
 }
 
 // CheckPaths checks, for an API that names the model in the path, that
 // modelFromPath reads each case's path as the case says, and that
-// matchPath (the cheap check routing uses) accepts exactly the paths that
-// name a model.
+// matchPath (the check routing uses) accepts the paths that name a model
+// and those marked Routed.
 func CheckPaths(t *testing.T, modelFromPath func(string) (string, bool, bool), matchPath func(string) bool, cases []PathCase) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.Path, func(t *testing.T) {
 			model, stream, ok := modelFromPath(tc.Path)
-			if model != tc.Model || stream != tc.Stream || ok != tc.OK || matchPath(tc.Path) != tc.OK {
+			if model != tc.Model || stream != tc.Stream || ok != tc.OK {
 				t.Errorf("got %q %v %v, want %q %v %v", model, stream, ok, tc.Model, tc.Stream, tc.OK)
+			}
+			if got, want := matchPath(tc.Path), tc.OK || tc.Routed; got != want {
+				t.Errorf("matched: got %v, want %v", got, want)
 			}
 		})
 	}

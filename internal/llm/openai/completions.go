@@ -95,7 +95,7 @@ func (Completions) NewUsageReader(req *llm.Request, contentType string, opts llm
 	if llm.IsEventStream(contentType) {
 		return NewStreamReader(req.Model, opts, CompletionsDeltaText)
 	}
-	return NewJSONReader(opts)
+	return llm.NewJSONReader(opts, ParseUsage)
 }
 
 // RenderError implements llm.API.

@@ -39,7 +39,7 @@ func (Embeddings) Inject([]byte, *llm.Request, llm.InjectOptions) ([]byte, error
 // vectors, at the very end of a body that can be many megabytes: the
 // JSON reader keeps its tail.
 func (Embeddings) NewUsageReader(_ *llm.Request, _ string, opts llm.ReaderOptions) llm.UsageReader {
-	return NewJSONReader(opts)
+	return llm.NewJSONReader(opts, ParseUsage)
 }
 
 // RenderError implements llm.API.

@@ -32,7 +32,7 @@ func FuzzResponsesStreamReader(f *testing.F) {
 // seeds overflow it into the tail it keeps.
 func FuzzJSONReader(f *testing.F) {
 	llmtest.AddResponseSeeds(f, fixtures, ".json")
-	llmtest.FuzzReader(f, func() llm.UsageReader { return NewJSONReader(llm.ReaderOptions{MaxBuffer: 1024}) })
+	llmtest.FuzzReader(f, func() llm.UsageReader { return llm.NewJSONReader(llm.ReaderOptions{MaxBuffer: 1024}, ParseUsage) })
 }
 
 // FuzzParseRequest fuzzes request bodies through every OpenAI API, and

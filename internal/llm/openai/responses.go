@@ -180,7 +180,7 @@ func (Responses) NewUsageReader(req *llm.Request, contentType string, opts llm.R
 	if llm.IsEventStream(contentType) {
 		return NewStreamReader(req.Model, opts, ResponsesDeltaText)
 	}
-	return NewJSONReader(opts)
+	return llm.NewJSONReader(opts, ParseUsage)
 }
 
 // RenderError implements llm.API.

@@ -114,7 +114,7 @@ func (r *StreamReader) onEvent(ev sse.Event) {
 	if ev.Truncated {
 		// Its JSON will not parse; its size still says how much was
 		// streamed.
-		r.observed += int64(ev.DataLen+3) / 4
+		r.observed += llm.ObservedTokens(int64(ev.DataLen))
 		return
 	}
 	if bytes.Equal(ev.Data, done) {

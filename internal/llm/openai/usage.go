@@ -12,7 +12,7 @@ func (Chat) NewUsageReader(req *llm.Request, contentType string, opts llm.Reader
 	if llm.IsEventStream(contentType) {
 		return NewStreamReader(req.Model, opts, ChatDeltaText)
 	}
-	return NewJSONReader(opts)
+	return llm.NewJSONReader(opts, ParseUsage)
 }
 
 // ParseUsage maps an OpenAI usage object onto accounting.Usage. It reads
@@ -39,27 +39,4 @@ func ParseUsage(u gjson.Result) (accounting.Usage, bool) {
 	// A cached count above the prompt would price negative input: Clamp
 	// keeps it within.
 	return out.Clamp(), ok
-}
-
-// JSONReader reads the usage of a non-streamed OpenAI-style JSON body, in
-// bounded memory (see llm.Capture).
-type JSONReader struct {
-	body llm.Capture
-}
-
-// NewJSONReader returns a reader for a JSON response body.
-func NewJSONReader(opts llm.ReaderOptions) *JSONReader {
-	return &JSONReader{body: llm.NewCapture(opts.BufferSize())}
-}
-
-// Write implements llm.UsageReader.
-func (r *JSONReader) Write(p []byte) { r.body.Write(p) }
-
-// Usage implements llm.UsageReader.
-func (r *JSONReader) Usage() (accounting.Usage, bool) { return ParseUsage(r.body.Get("usage")) }
-
-// ObservedOutputTokens charges a cut JSON body by its size: its text
-// cannot be parsed until it is complete.
-func (r *JSONReader) ObservedOutputTokens() int64 {
-	return (r.body.Len() + 3) / 4
 }
