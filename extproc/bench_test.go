@@ -7,11 +7,11 @@ import (
 	"testing"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 	"github.com/tokenwarden/tokenwarden/extproc"
 	"github.com/tokenwarden/tokenwarden/internal/envoytest"
 	"github.com/tokenwarden/tokenwarden/internal/llm"
 	"github.com/tokenwarden/tokenwarden/internal/llm/openai"
+	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 )
 
 // BenchmarkLifecycle runs whole requests — headers, buffered body,

@@ -3,10 +3,10 @@ package extproc
 import (
 	"strings"
 
+	"github.com/tokenwarden/tokenwarden/internal/llm"
 	"github.com/tokenwarden/tokenwarden/internal/llm/anthropic"
 	"github.com/tokenwarden/tokenwarden/internal/llm/bedrock"
 	"github.com/tokenwarden/tokenwarden/internal/llm/gemini"
-	"github.com/tokenwarden/tokenwarden/internal/llm"
 	"github.com/tokenwarden/tokenwarden/internal/llm/openai"
 )
 

@@ -9,8 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/internal/redistest"
 	"github.com/tokenwarden/tokenwarden/accounting/storetest"
+	"github.com/tokenwarden/tokenwarden/internal/redistest"
 )
 
 // TestCluster runs the Store on a three-master Redis Cluster: without a

@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/internal/redistest"
 	"github.com/tokenwarden/tokenwarden/accounting/storetest"
+	"github.com/tokenwarden/tokenwarden/internal/redistest"
 )
 
 // testTimeout is the store timeout of tests that do not test timeouts:

@@ -16,8 +16,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 	"github.com/tokenwarden/tokenwarden/extproc"
+	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 )
 
 // Config is the YAML config file, documented in README.md.

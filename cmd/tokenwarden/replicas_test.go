@@ -11,8 +11,8 @@ import (
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/accounting/redisstore"
-	"github.com/tokenwarden/tokenwarden/internal/redistest"
 	"github.com/tokenwarden/tokenwarden/internal/envoytest"
+	"github.com/tokenwarden/tokenwarden/internal/redistest"
 )
 
 // replicaConfig is a tokenwarden config on the Redis store at url with one

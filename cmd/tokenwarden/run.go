@@ -28,8 +28,8 @@ import (
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/accounting/memstore"
 	"github.com/tokenwarden/tokenwarden/accounting/redisstore"
-	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 	"github.com/tokenwarden/tokenwarden/extproc"
+	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 )
 
 //go:embed default.yaml

@@ -6,8 +6,8 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/tokenwarden/tokenwarden/internal/llm/anthropic"
 	"github.com/tokenwarden/tokenwarden/internal/llm"
+	"github.com/tokenwarden/tokenwarden/internal/llm/anthropic"
 )
 
 // tokensPerMessage is the per-message overhead. Bedrock serves many model

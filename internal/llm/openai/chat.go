@@ -7,8 +7,8 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 	"github.com/tokenwarden/tokenwarden/internal/llm"
+	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 )
 
 // Token overheads of the chat format: every message is wrapped in a few
