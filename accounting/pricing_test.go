@@ -58,22 +58,3 @@ func TestCounterKeyEncoding(t *testing.T) {
 		t.Errorf("changing the algorithm keeps the key")
 	}
 }
-
-func TestApproximateCounter(t *testing.T) {
-	a := Approximate{CharsPerToken: 4}
-	tests := []struct {
-		text string
-		want int64
-	}{
-		{"", 0},
-		{"abcd", 1},
-		{"abcde", 2},
-		{"你好世界", 4},
-		{"\xff\xfe", 2}, // invalid bytes are charged, never free
-	}
-	for _, tt := range tests {
-		if got := a.CountTokens("m", tt.text); got != tt.want {
-			t.Errorf("CountTokens(%q): got %d, want %d", tt.text, got, tt.want)
-		}
-	}
-}

@@ -342,6 +342,8 @@ func (p *panicky) CountTokens(string, string) int64 {
 	return 1
 }
 
+func (p *panicky) ImageTokens(string, string, int, int) int64 { return p.CountTokens("", "") }
+
 func TestHiddenReasoningWithoutUsageKeepsTheCap(t *testing.T) {
 	stream := fixture(t, "openai/chat_no_usage.sse")
 	tests := []struct {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/internal/llm"
 	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 )
 
@@ -22,9 +23,9 @@ import (
 type Options struct {
 	Limiter  *accounting.Limiter
 	Identity Identity
-	// Counter counts the tokens of request text and of streamed output;
-	// nil means the calibrated approximation (tokenizer.New's default).
-	Counter accounting.TokenCounter
+	// Counter counts the tokens of request text and images and of
+	// streamed output; nil means the calibrated approximation.
+	Counter TokenCounter
 	// DefaultOutputCap is the output cap of a request that names none;
 	// zero means 4096.
 	DefaultOutputCap int64
@@ -70,6 +71,11 @@ var DefaultHiddenReasoningModels = []string{
 	"grok-3-mini*", "grok-4*",
 }
 
+// TokenCounter counts what a request's content costs in tokens: text,
+// and images by the provider's formula. It is the one seam through which
+// every wire format counts; the server's own is the configured tokenizer.
+type TokenCounter = llm.Counter
+
 // Server implements Envoy's ExternalProcessor service.
 type Server struct {
 	extprocv3.UnimplementedExternalProcessorServer
@@ -88,11 +94,7 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, errors.New("extproc: no limiter")
 	}
 	if opts.Counter == nil {
-		c, err := tokenizer.New(tokenizer.Config{})
-		if err != nil {
-			return nil, err
-		}
-		opts.Counter = c
+		opts.Counter = tokenizer.Default()
 	}
 	if opts.DefaultOutputCap <= 0 {
 		opts.DefaultOutputCap = 4096

@@ -353,6 +353,6 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
 }
 
-func newTokenCounter(s *Settings) (accounting.TokenCounter, error) {
+func newTokenCounter(s *Settings) (*tokenizer.Counter, error) {
 	return tokenizer.New(s.Estimation)
 }

@@ -10,9 +10,9 @@ import (
 	"github.com/andybalholm/brotli"
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/internal/contentcoding"
 	"github.com/tokenwarden/tokenwarden/internal/llm"
+	"github.com/tokenwarden/tokenwarden/internal/llm/llmtest"
 	"github.com/tokenwarden/tokenwarden/internal/llm/openai"
 )
 
@@ -34,7 +34,7 @@ func BenchmarkChatStream(b *testing.B) {
 			b.ReportAllocs()
 			req := &llm.Request{Model: "gpt-4o-mini"}
 			for b.Loop() {
-				r := openai.Chat{}.NewUsageReader(req, "text/event-stream", llm.ReaderOptions{Counter: accounting.Approximate{}})
+				r := openai.Chat{}.NewUsageReader(req, "text/event-stream", llm.ReaderOptions{Counter: llmtest.Chars{}})
 				d, err := contentcoding.NewDecoder(coding, r.Write, 64<<20)
 				if err != nil {
 					b.Fatal(err)

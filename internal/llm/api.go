@@ -28,8 +28,9 @@ type API interface {
 
 // ParseOptions configure request parsing.
 type ParseOptions struct {
-	// Counter counts the tokens of text in the request.
-	Counter accounting.TokenCounter
+	// Counter counts the tokens of text and images in the request; nil
+	// means the calibrated default (tokenizer.Default).
+	Counter Counter
 	// DefaultOutputCap is the output cap assumed when the request sets
 	// none.
 	DefaultOutputCap int64
@@ -39,9 +40,8 @@ type ParseOptions struct {
 	Model string
 }
 
-// TokenCounter returns Counter, or the approximate counter when the caller
-// set none: a missing counter must not crash request parsing.
-func (o ParseOptions) TokenCounter() accounting.TokenCounter { return counterOr(o.Counter) }
+// TokenCounter returns Counter, or the calibrated default.
+func (o ParseOptions) TokenCounter() Counter { return counterOr(o.Counter) }
 
 // InjectOptions say which body edits to make.
 type InjectOptions struct {
@@ -56,8 +56,9 @@ type InjectOptions struct {
 // ReaderOptions configure a UsageReader.
 type ReaderOptions struct {
 	// Counter estimates the tokens of output observed in the stream, for
-	// a response cut short before it reports usage.
-	Counter accounting.TokenCounter
+	// a response cut short before it reports usage; nil means the
+	// calibrated default.
+	Counter Counter
 	// MaxBuffer bounds the bytes a reader keeps (a JSON body, one SSE
 	// event); zero means DefaultMaxBuffer.
 	MaxBuffer int
@@ -79,16 +80,8 @@ func (o ReaderOptions) BufferSize() int {
 	return o.MaxBuffer
 }
 
-// TokenCounter returns Counter, or the approximate counter when the caller
-// set none: a missing counter must not crash a reader.
-func (o ReaderOptions) TokenCounter() accounting.TokenCounter { return counterOr(o.Counter) }
-
-func counterOr(c accounting.TokenCounter) accounting.TokenCounter {
-	if c == nil {
-		return accounting.Approximate{}
-	}
-	return c
-}
+// TokenCounter returns Counter, or the calibrated default.
+func (o ReaderOptions) TokenCounter() Counter { return counterOr(o.Counter) }
 
 // Request is what admission needs to know about a request.
 type Request struct {

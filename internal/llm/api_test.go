@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 )
 
 func TestOptionDefaults(t *testing.T) {
@@ -14,15 +14,20 @@ func TestOptionDefaults(t *testing.T) {
 	if got := (ReaderOptions{MaxBuffer: 9}).BufferSize(); got != 9 {
 		t.Errorf("got buffer %d, want 9", got)
 	}
-	if got := (ReaderOptions{}).TokenCounter(); got != (accounting.Approximate{}) {
-		t.Errorf("got counter %v, want the approximate one", got)
+	// One default for every format: the calibrated tokenizer, the one
+	// the server starts with.
+	if got := (ReaderOptions{}).TokenCounter(); got != Counter(tokenizer.Default()) {
+		t.Errorf("got reader counter %v, want tokenizer.Default()", got)
 	}
-	c := accounting.Approximate{CharsPerToken: 2}
-	if got := (ParseOptions{Counter: c}).TokenCounter(); got != c {
-		t.Errorf("got counter %v, want %v", got, c)
+	if got := (ParseOptions{}).TokenCounter(); got != Counter(tokenizer.Default()) {
+		t.Errorf("got parse counter %v, want tokenizer.Default()", got)
 	}
-	if got := (ParseOptions{}).TokenCounter(); got != (accounting.Approximate{}) {
-		t.Errorf("got counter %v, want the approximate one", got)
+	c, err := tokenizer.New(tokenizer.Config{CharsPerToken: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := (ParseOptions{Counter: c}).TokenCounter(); got != Counter(c) {
+		t.Errorf("got counter %v, want the one set", got)
 	}
 }
 

@@ -1,9 +1,5 @@
 package tokenizer
 
-import (
-	"github.com/tokenwarden/tokenwarden/accounting"
-)
-
 // Counter counts tokens per model as its Config says. It is immutable and
 // safe for concurrent use.
 type Counter struct {
@@ -11,7 +7,21 @@ type Counter struct {
 	profiles map[string]*profile
 }
 
-var _ accounting.TokenCounter = (*Counter)(nil)
+// Default returns the Counter of the zero Config: the calibrated
+// approximation for every model. It is what a caller that configures
+// nothing counts with.
+func Default() *Counter { return defaultCounter }
+
+// defaultCounter is built when the program starts: the zero Config is
+// valid and the tables are compiled in, so only a broken build fails
+// here, at start, never while serving.
+var defaultCounter = func() *Counter {
+	c, err := New(Config{})
+	if err != nil {
+		panic("tokenizer: the default counter: " + err.Error())
+	}
+	return c
+}()
 
 // New validates cfg and returns its Counter. Exact encodings are loaded
 // on first use, not here.
@@ -82,7 +92,7 @@ func (c *Counter) Method(model string) Method {
 	return m
 }
 
-// CountTokens implements accounting.TokenCounter.
+// CountTokens estimates the tokens of text for model.
 func (c *Counter) CountTokens(model, text string) int64 {
 	m := c.Method(model)
 	p := c.profiles[m.Profile]

@@ -1,10 +1,6 @@
 package tokenizer
 
-import (
-	"bytes"
-
-	"github.com/tokenwarden/tokenwarden/accounting"
-)
+import "bytes"
 
 // File inputs (PDFs) are billed as each page's extracted text plus an
 // image of the page: up to FilePageTokens a page (a full page of text,
@@ -20,7 +16,9 @@ const UnknownFileTokens = 4 * FilePageTokens
 // its page count (counted from its page objects, or one page per 50 KB
 // when they are compressed away), anything else as text by counter. An
 // empty data (a file_id) costs UnknownFileTokens.
-func FileTokens(counter accounting.TokenCounter, model string, data []byte) int64 {
+func FileTokens(counter interface {
+	CountTokens(model, text string) int64
+}, model string, data []byte) int64 {
 	if len(data) == 0 {
 		return UnknownFileTokens
 	}

@@ -6,25 +6,13 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tokenwarden/tokenwarden/internal/llm"
+	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 )
 
-// Estimation constants. Anthropic's tokenizer is not public; these keep
-// the estimate on the high side.
-const (
-	// tokensPerMessage wraps each message (role markers).
-	tokensPerMessage = 3
-	// ToolSystemPrompt is the system prompt Anthropic adds when tools are
-	// offered (documented as 313–346 tokens, depending on tool_choice).
-	ToolSystemPrompt = 346
-	// ImageTokens is the most one image costs on Claude: images are
-	// scaled to about 1.15 megapixels, at 750 pixels per token.
-	ImageTokens = 1600
-	// PDFBytesPerToken charges a base64 PDF by its decoded size. Each page
-	// costs its text (1,500–3,000 tokens) plus an image of the page, and
-	// text PDFs run at tens of KiB per page; counting the base64 as text
-	// (4 characters a token) would overcharge several-fold.
-	PDFBytesPerToken = 10
-)
+// tokensPerMessage wraps each message (role markers). Anthropic's
+// tokenizer is not public; the media and tool-prompt figures are in
+// package tokenizer, shared with Bedrock.
+const tokensPerMessage = 3
 
 // Messages is the /v1/messages API.
 type Messages struct{}
@@ -95,7 +83,7 @@ func (Messages) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.
 		return req, bad
 	}
 	if tools.IsArray() && len(tools.Raw) > 2 {
-		in += ToolSystemPrompt + count(tools.Raw)
+		in += tokenizer.ClaudeToolPromptTokens + count(tools.Raw)
 	}
 	req.InputTokens = in
 
@@ -183,7 +171,7 @@ func blockTokens(b gjson.Result, count func(string) int64) int64 {
 	case "text":
 		return count(b.Get("text").Str)
 	case "image":
-		return ImageTokens
+		return tokenizer.ClaudeImageTokens
 	case "document":
 		return documentTokens(b, count)
 	case "tool_use", "server_tool_use":
@@ -200,7 +188,7 @@ func blockTokens(b gjson.Result, count func(string) int64) int64 {
 }
 
 // documentTokens counts a document block: plain text and custom content
-// as text, a base64 PDF by its size (see PDFBytesPerToken), a PDF by URL
+// as text, a base64 PDF by its size (see tokenizer.ClaudePDFBytesPerToken), a PDF by URL
 // or file id at one image (it cannot be sized without fetching it).
 func documentTokens(b gjson.Result, count func(string) int64) int64 {
 	src := b.Get("source")
@@ -218,9 +206,9 @@ func documentTokens(b gjson.Result, count func(string) int64) int64 {
 		return n + contentTokens(src.Get("content"), count)
 	case "base64":
 		decoded := int64(len(src.Get("data").Str)) * 3 / 4
-		return n + max(decoded/PDFBytesPerToken, ImageTokens)
+		return n + max(decoded/tokenizer.ClaudePDFBytesPerToken, tokenizer.ClaudeImageTokens)
 	}
-	return n + ImageTokens
+	return n + tokenizer.ClaudeImageTokens
 }
 
 // Inject implements llm.API: it adds max_tokens when absent (Anthropic

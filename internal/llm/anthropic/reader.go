@@ -29,7 +29,7 @@ func ParseUsage(u gjson.Result) (accounting.Usage, bool) {
 // StreamReader follows a Messages SSE stream.
 type StreamReader struct {
 	model    string
-	counter  accounting.TokenCounter
+	counter  llm.Counter
 	dec      *sse.Decoder
 	fields   UsageFields
 	started  bool // message_start reported usage

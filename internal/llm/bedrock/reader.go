@@ -23,7 +23,7 @@ func (Converse) NewUsageReader(req *llm.Request, contentType string, opts llm.Re
 // StreamReader follows a converse-stream event stream.
 type StreamReader struct {
 	model    string
-	counter  accounting.TokenCounter
+	counter  llm.Counter
 	dec      *eventstream.Decoder
 	usage    accounting.Usage
 	has      bool

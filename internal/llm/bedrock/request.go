@@ -8,6 +8,7 @@ import (
 
 	"github.com/tokenwarden/tokenwarden/internal/llm"
 	"github.com/tokenwarden/tokenwarden/internal/llm/anthropic"
+	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 )
 
 // tokensPerMessage is the per-message overhead. Bedrock serves many model
@@ -84,7 +85,7 @@ func (Converse) ParseRequest(path string, body []byte, opts llm.ParseOptions) (l
 	if tools := toolConfig.Get("tools"); tools.IsArray() && len(tools.Raw) > 2 {
 		in += count(tools.Raw)
 		if strings.Contains(req.Model, "anthropic") {
-			in += anthropic.ToolSystemPrompt
+			in += tokenizer.ClaudeToolPromptTokens
 		}
 	}
 	req.InputTokens = in
@@ -154,7 +155,7 @@ func blockTokens(kind string, v gjson.Result, count func(string) int64) int64 {
 	case "text":
 		return count(v.Str)
 	case "image", "video":
-		return anthropic.ImageTokens
+		return tokenizer.ClaudeImageTokens
 	case "document":
 		src := v.Get("source")
 		if t := src.Get("text"); t.Type == gjson.String {
@@ -164,7 +165,7 @@ func blockTokens(kind string, v gjson.Result, count func(string) int64) int64 {
 			return blocksTokens(c, count)
 		}
 		decoded := int64(len(src.Get("bytes").Str)) * 3 / 4
-		return max(decoded/anthropic.PDFBytesPerToken, anthropic.ImageTokens)
+		return max(decoded/tokenizer.ClaudePDFBytesPerToken, tokenizer.ClaudeImageTokens)
 	case "toolUse":
 		return count(v.Get("name").Str) + count(v.Get("input").Raw)
 	case "toolResult":

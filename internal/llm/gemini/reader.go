@@ -21,7 +21,7 @@ func (GenerateContent) NewUsageReader(req *llm.Request, contentType string, opts
 // snapshot is the reader state both framings share.
 type snapshot struct {
 	model    string
-	counter  accounting.TokenCounter
+	counter  llm.Counter
 	meta     Metadata
 	has      bool
 	final    bool // a finishReason was seen: the snapshot is the last

@@ -8,19 +8,12 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tokenwarden/tokenwarden/internal/llm"
+	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 )
 
 // Estimation constants. Gemini's tokenizer is not public.
 const (
 	tokensPerContent = 3
-	// mediaMinTokens is what the smallest image (or one PDF page, or one
-	// second of video) costs.
-	mediaMinTokens = 258
-	// mediaTokensPerKiB charges inline media by decoded size: a 1024-px
-	// JPEG (~200 KiB) is four 258-token tiles; audio (32 tokens/s) and
-	// video (~263 tokens/s) run at a few tokens per KiB at common bit
-	// rates.
-	mediaTokensPerKiB = 5
 	// maxCandidates is Gemini's bound on candidateCount.
 	maxCandidates = 8
 )
@@ -201,9 +194,9 @@ func partsTokens(parts gjson.Result, count func(string) int64) (n int64, fileDat
 				n += count(v.Str)
 			case "inlineData", "inline_data":
 				decoded := int64(len(v.Get("data").Str)) * 3 / 4
-				n += max(decoded/1024*mediaTokensPerKiB, mediaMinTokens)
+				n += max(decoded/1024*tokenizer.GeminiMediaTokensPerKiB, tokenizer.GeminiMediaMinTokens)
 			case "fileData", "file_data":
-				n += mediaMinTokens
+				n += tokenizer.GeminiMediaMinTokens
 				fileData = true
 			case "thought", "thoughtSignature", "thought_signature", "videoMetadata", "video_metadata", "partMetadata":
 				// Flags and opaque signatures, not prompt text.

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/internal/llm"
 )
 
@@ -46,7 +45,7 @@ type View func(path string, body map[string]any) (p Provider, ok bool)
 // of one token per character, so that TextRunes is a lower bound of the
 // estimate, and the usual default cap.
 func DiffOptions() llm.ParseOptions {
-	return llm.ParseOptions{Counter: accounting.Approximate{CharsPerToken: 1}, DefaultOutputCap: 4096}
+	return llm.ParseOptions{Counter: Chars{PerToken: 1}, DefaultOutputCap: 4096}
 }
 
 // CheckDifferential checks, for a body sent to path, that what

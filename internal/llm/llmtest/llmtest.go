@@ -32,14 +32,14 @@ func (d Dir) Read(t testing.TB, name string) []byte {
 // ParseOptions returns the options the request expectations in cases.json
 // were worked out with: four characters a token, a 4096-token default cap.
 func ParseOptions() llm.ParseOptions {
-	return llm.ParseOptions{Counter: accounting.Approximate{CharsPerToken: 4}, DefaultOutputCap: 4096}
+	return llm.ParseOptions{Counter: Chars{PerToken: 4}, DefaultOutputCap: 4096}
 }
 
 // ReaderOptions returns the options the response expectations in
 // cases.json were worked out with: four characters a token and the
 // default buffer.
 func ReaderOptions() llm.ReaderOptions {
-	return llm.ReaderOptions{Counter: accounting.Approximate{CharsPerToken: 4}}
+	return llm.ReaderOptions{Counter: Chars{PerToken: 4}}
 }
 
 // Config says what one wire-format package's fixtures exercise.

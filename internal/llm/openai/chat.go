@@ -6,7 +6,6 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/internal/llm"
 	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 )
@@ -22,15 +21,9 @@ const (
 	maxChoices = 128
 )
 
-// imageCounter is a token counter that also prices images with a
-// configured default size (tokenizer.Counter is one).
-type imageCounter interface {
-	ImageTokens(model, detail string, width, height int) int64
-}
-
 // textCounter counts a request's text and images for its model.
 type textCounter struct {
-	counter accounting.TokenCounter
+	counter llm.Counter
 	model   string
 }
 
@@ -42,10 +35,7 @@ func (c *textCounter) count(s string) int64 { return c.counter.CountTokens(c.mod
 // configured default size, or the most it can cost.
 func (c *textCounter) image(detail, url string) int64 {
 	w, h, _ := tokenizer.DataURLImageSize(url)
-	if ic, ok := c.counter.(imageCounter); ok {
-		return ic.ImageTokens(c.model, detail, w, h)
-	}
-	return tokenizer.ImageTokens(c.model, detail, w, h)
+	return c.counter.ImageTokens(c.model, detail, w, h)
 }
 
 // Chat is the /v1/chat/completions API.

@@ -76,7 +76,7 @@ func ResponsesDeltaText(f *EventFields, emit func(string)) {
 // completions and the Responses API, and the servers that copy them.
 type StreamReader struct {
 	model    string
-	counter  accounting.TokenCounter
+	counter  llm.Counter
 	dec      *sse.Decoder
 	text     DeltaText
 	usage    accounting.Usage

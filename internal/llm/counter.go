@@ -1,0 +1,28 @@
+package llm
+
+import "github.com/tokenwarden/tokenwarden/internal/tokenizer"
+
+// Counter is the one seam through which the wire formats count tokens:
+// a request's text and images, and the output seen in a response. The
+// server runs *tokenizer.Counter, configured from estimation; tests pass
+// simpler counters to get round figures.
+type Counter interface {
+	// CountTokens estimates the tokens of text for model. It should
+	// rather count a little too many than too few: an estimate that is
+	// too low lets concurrent requests overshoot a limit.
+	CountTokens(model, text string) int64
+	// ImageTokens prices an image of the given size (≤ 0 when unknown)
+	// by model's formula.
+	ImageTokens(model, detail string, width, height int) int64
+}
+
+var _ Counter = (*tokenizer.Counter)(nil)
+
+// counterOr returns c, or the calibrated default when the caller set
+// none: one default for every format, the same the server starts with.
+func counterOr(c Counter) Counter {
+	if c == nil {
+		return tokenizer.Default()
+	}
+	return c
+}
