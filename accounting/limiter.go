@@ -180,6 +180,7 @@ type Reservation struct {
 
 	l       *Limiter
 	items   []reservedItem
+	at      time.Time // when it was reserved, for the logs
 	settled atomic.Bool
 }
 
@@ -193,6 +194,7 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 		Model:    req.Model,
 		Estimate: req.Estimate,
 		l:        l,
+		at:       time.Now(),
 	}
 	price, hasPrice := l.prices.Lookup(req.Model)
 	if hasPrice {

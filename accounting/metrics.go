@@ -7,7 +7,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type metrics struct {
 	decisions    *prometheus.CounterVec // outcome: admitted|rejected|never_fits|store_error|failed_open
 	storeErrors  *prometheus.CounterVec // op: reserve|settle
-	settlements  *prometheus.CounterVec // outcome: ok|retried|lost
+	settlements  *prometheus.CounterVec // outcome: ok|retried|lost|no_record
 	rejectedBy   *prometheus.CounterVec // limit
 	pendingRetry prometheus.Gauge
 }
@@ -24,7 +24,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"op"}),
 		settlements: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokenwarden_settlements_total",
-			Help: "Settlements by outcome: ok (first try), retried (after a store failure), lost (gave up; the estimate stays charged).",
+			Help: "Settlements by outcome: ok (first try), retried (after a store failure), lost (gave up; the estimate stays charged), no_record (the store no longer held the reservation: older than the record TTL, or lost with the store's data; the estimate stays charged).",
 		}, []string{"outcome"}),
 		rejectedBy: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokenwarden_rejections_total",
