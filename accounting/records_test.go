@@ -113,6 +113,85 @@ func remaining(t *testing.T, store accounting.Store, lim accounting.Limit) int64
 	return r.Dims[lim.Dimension].Remaining
 }
 
+// TestTimedOutReservationIsReleased fails reservations the way a timeout
+// does, after the store applied them or before they reached it, under
+// fail-closed and fail-open limits: the Limiter releases each one, and
+// every bit of capacity comes back, exactly once.
+func TestTimedOutReservationIsReleased(t *testing.T) {
+	tests := []struct {
+		name       string
+		failOpen   bool
+		arriveLate bool // the reservation reaches the store after its release
+		outcome    string
+	}{
+		{"applied/fail-closed", false, false, "released"},
+		{"applied/fail-open", true, false, "released"},
+		{"arrives after its release/fail-closed", false, true, "not_applied"},
+		{"arrives after its release/fail-open", true, true, "not_applied"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lim := limit("tpm", accounting.Tokens, 1000, "tenant")
+			if tt.failOpen {
+				lim.OnStoreError = accounting.FailOpen
+			}
+			store := &hookStore{Store: memstore.New(memstore.Options{})}
+			var late []accounting.ReserveRequest
+			store.reserve = func(ctx context.Context, req accounting.ReserveRequest) (accounting.ReserveResult, error) {
+				if tt.arriveLate {
+					late = append(late, req)
+				} else if _, err := store.Store.Reserve(ctx, req); err != nil {
+					t.Fatal(err)
+				}
+				return accounting.ReserveResult{}, errTimeout
+			}
+			l, reg := limiterWithMetrics(t, store, lim)
+			r, err := l.Reserve(t.Context(), accounting.Request{Attributes: tenant, Estimate: accounting.Estimate{InputTokens: 800}})
+			if tt.failOpen {
+				if err != nil || !r.Admitted || !r.FailedOpen {
+					t.Fatalf("Reserve: got %+v, %v; want admitted, failed open", r, err)
+				}
+			} else if !errors.Is(err, accounting.ErrStoreUnavailable) {
+				t.Fatalf("Reserve: got %v, want ErrStoreUnavailable", err)
+			}
+			closeLimiter(t, l)
+			if got := metric(t, reg, "tokenwarden_releases_total", tt.outcome); got != 1 {
+				t.Errorf("releases %s: got %v, want 1", tt.outcome, got)
+			}
+			for _, req := range late {
+				if _, err := store.Store.Reserve(t.Context(), req); !errors.Is(err, accounting.ErrReleased) {
+					t.Errorf("the reservation arriving after its release: got %v, want ErrReleased", err)
+				}
+			}
+			if got := remaining(t, store.Store, lim); got != 1000 {
+				t.Errorf("remaining after the release: got %d, want 1000", got)
+			}
+		})
+	}
+}
+
+// TestUnappliedReservationIsNotReleased: a failure the store is sure
+// changed nothing (no connection, say) needs no release.
+func TestUnappliedReservationIsNotReleased(t *testing.T) {
+	store := &hookStore{Store: memstore.New(memstore.Options{})}
+	store.reserve = func(context.Context, accounting.ReserveRequest) (accounting.ReserveResult, error) {
+		return accounting.ReserveResult{}, fmt.Errorf("%w, %w: connection refused", accounting.ErrStoreUnavailable, accounting.ErrNotApplied)
+	}
+	l, reg := limiterWithMetrics(t, store, limit("tpm", accounting.Tokens, 1000, "tenant"))
+	if _, err := l.Reserve(t.Context(), accounting.Request{Attributes: tenant}); !errors.Is(err, accounting.ErrStoreUnavailable) {
+		t.Fatalf("Reserve: got %v, want ErrStoreUnavailable", err)
+	}
+	closeLimiter(t, l)
+	for _, outcome := range []string{"released", "not_applied", "lost"} {
+		if got := metric(t, reg, "tokenwarden_releases_total", outcome); got != 0 {
+			t.Errorf("releases %s: got %v, want 0", outcome, got)
+		}
+	}
+	if _, records := store.Len(); records != 0 {
+		t.Errorf("records: got %d, want none (no tombstone either)", records)
+	}
+}
+
 // TestSettlementAnswerLost loses the answer of a settlement that applied:
 // the retry finds no record and changes nothing, so the usage is booked
 // once.

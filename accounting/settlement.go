@@ -103,6 +103,29 @@ func (l *Limiter) settleLater(req SettleRequest, at time.Time, maybeApplied bool
 	})
 }
 
+// releaseLater undoes, in the background, a reservation whose Reserve
+// failed without a clear answer: the store refunds it if it was applied,
+// and otherwise makes sure it never will be.
+func (l *Limiter) releaseLater(req ReserveRequest) {
+	l.later(func(ctx context.Context) error {
+		released, err := l.store.Release(ctx, req)
+		if err != nil {
+			return err
+		}
+		if released {
+			l.m.releases.WithLabelValues("released").Inc()
+			l.log.Info("released a reservation the store had applied after its call failed", "reservation", req.ID)
+		} else {
+			l.m.releases.WithLabelValues("not_applied").Inc()
+		}
+		return nil
+	}, func(err error) {
+		l.m.releases.WithLabelValues("lost").Inc()
+		l.log.Error("release lost; if the store applied the reservation, it stays charged until its window passes",
+			"reservation", req.ID, "err", err)
+	})
+}
+
 // later runs try in the background until it returns nil: first 50ms from
 // now, then with backoff doubling to 5s, for Options.SettleRetry, then
 // calls gaveUp with the last error. It takes one of the bounded retry
@@ -111,7 +134,7 @@ func (l *Limiter) later(try func(ctx context.Context) error, gaveUp func(err err
 	select {
 	case l.retrySlots <- struct{}{}:
 	default:
-		gaveUp(errors.New("too many settlements pending"))
+		gaveUp(errors.New("too many settlements and releases pending"))
 		return
 	}
 	l.m.pendingRetry.Inc()
@@ -155,8 +178,8 @@ func (l *Limiter) isClosing() bool {
 	}
 }
 
-// Close makes pending settlements try once more at once, and waits for
-// them until ctx ends. Settle must not be called after Close.
+// Close makes pending settlements and releases try once more at once, and
+// waits for them until ctx ends. Settle must not be called after Close.
 func (l *Limiter) Close(ctx context.Context) error {
 	l.closeOnce.Do(func() { close(l.closing) })
 	done := make(chan struct{})
