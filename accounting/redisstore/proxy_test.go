@@ -1,7 +1,6 @@
 package redisstore
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -17,6 +16,7 @@ type holdingProxy struct {
 	upstream string
 
 	mu      sync.Mutex
+	replied *sync.Cond // signalled whenever Redis sends a connection anything
 	holding bool
 	conns   []*proxyConn
 }
@@ -24,8 +24,9 @@ type holdingProxy struct {
 type proxyConn struct {
 	client, server net.Conn
 	held           []byte
-	clientGone     bool          // the client closed its side
-	serverDone     chan struct{} // closed when Redis closed the connection
+	clientGone     bool  // the client closed its side
+	answers        int64 // bytes Redis has sent on this connection
+	closed         bool  // Redis closed the connection
 }
 
 // startProxy listens on a loopback port and forwards to upstream.
@@ -36,6 +37,7 @@ func startProxy(tb testing.TB, upstream string) *holdingProxy {
 		tb.Fatal(err)
 	}
 	p := &holdingProxy{tb: tb, ln: ln, upstream: upstream}
+	p.replied = sync.NewCond(&p.mu)
 	tb.Cleanup(func() {
 		_ = ln.Close()
 		p.mu.Lock()
@@ -63,18 +65,36 @@ func (p *holdingProxy) accept() {
 			_ = client.Close()
 			continue
 		}
-		c := &proxyConn{client: client, server: server, serverDone: make(chan struct{})}
+		c := &proxyConn{client: client, server: server}
 		p.mu.Lock()
 		p.conns = append(p.conns, c)
 		p.mu.Unlock()
-		go func() {
-			// Drain Redis until it closes the connection, even once the
-			// client is gone: its answers then go nowhere.
-			_, _ = io.Copy(ignoreErrors{client}, server)
-			_ = client.Close()
-			close(c.serverDone)
-		}()
+		go p.backward(c)
 		go p.forward(c)
+	}
+}
+
+// backward copies Redis's answers to the client, and goes on reading them
+// once the client is gone (they then go nowhere), counting them.
+func (p *holdingProxy) backward(c *proxyConn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := c.server.Read(buf)
+		if n > 0 {
+			_, _ = c.client.Write(buf[:n])
+			p.mu.Lock()
+			c.answers += int64(n)
+			p.replied.Broadcast()
+			p.mu.Unlock()
+		}
+		if err != nil {
+			_ = c.client.Close()
+			p.mu.Lock()
+			c.closed = true
+			p.replied.Broadcast()
+			p.mu.Unlock()
+			return
+		}
 	}
 }
 
@@ -111,37 +131,32 @@ func (p *holdingProxy) hold() {
 	p.holding = true
 }
 
-// deliver sends Redis what the proxy held, connection by connection, and
-// stops holding. For each connection whose client has given up, it waits
-// until Redis has read all of it and closed it: by then Redis has run
-// every command held for it.
+// deliver sends Redis what the proxy held, connection by connection, stops
+// holding, and waits until Redis has answered on each of those
+// connections: Redis answers a command once it has run it. (Each held
+// connection carries one command: its client waited for the answer.)
 func (p *holdingProxy) deliver() {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.holding = false
-	var gone []*proxyConn
 	for _, c := range p.conns {
 		if len(c.held) == 0 {
 			continue
 		}
+		before := c.answers
 		if _, err := c.server.Write(c.held); err != nil {
 			p.tb.Errorf("proxy: delivering to Redis: %v", err)
+			continue
 		}
 		c.held = nil
 		if c.clientGone {
 			_ = c.server.(*net.TCPConn).CloseWrite()
-			gone = append(gone, c)
+		}
+		for c.answers == before && !c.closed {
+			p.replied.Wait()
+		}
+		if c.answers == before {
+			p.tb.Errorf("proxy: Redis closed a connection without answering what was delivered")
 		}
 	}
-	p.mu.Unlock()
-	for _, c := range gone {
-		<-c.serverDone
-	}
-}
-
-// ignoreErrors is a writer that drops what its writer fails to take.
-type ignoreErrors struct{ w io.Writer }
-
-func (w ignoreErrors) Write(b []byte) (int, error) {
-	_, _ = w.w.Write(b)
-	return len(b), nil
 }
