@@ -6,7 +6,11 @@
 -- every item in one loop and charges and writes them in another, with no
 -- state tables, and gives up (false, having written nothing) on anything
 -- else, which reserve then does the general way. The arithmetic is the
--- general path's (state, level, the charge and save), item for item.
+-- general path's (state, level, the charge and save), item for item. For
+-- each item it keeps the level and the new state: a bucket's tokens,
+-- refill time, kept-until time and whether it is new (fa, fb, fc, fd); a
+-- sliding window's total, newest amount, stored value and newest slot; a
+-- fixed window's index, whether it moved, and its end.
 local function fast_reserve(keys, vals, v, n)
   for i = 2, n do
     local key = keys[i]
@@ -149,11 +153,18 @@ local function reserve(keys, args)
   return spack(FMT[2 + n] or fmt(2 + n), 1, now, unpack(levels, 1, n))
 end
 
+-- What fast_settle writes back for an item.
+local NOTHING, BUCKET_STATE, SLOT_HEADER, WINDOW_STATE = 0, 1, 2, 3
+
 -- fast_settle is settle_call's loop for what nearly every settlement is:
 -- items on distinct keys, each a fixed window or calendar month, a token
 -- bucket, or a sliding window corrected in its newest slot. Like
 -- fast_reserve, it gives up (false, having written nothing) on anything
 -- else, and follows the general path's arithmetic (state, settle, save).
+-- For each item it keeps what to write (fd) and the new state: a bucket's
+-- tokens, refill time, kept-until time and whether it is new (fa, fb, fc,
+-- fe); a sliding window's total, newest amount, stored value and newest
+-- slot; a fixed window's index, usage, end and whether it moved.
 local function fast_settle(keys, vals, v, n)
   for i = 2, n do
     local key = keys[i]
@@ -165,7 +176,7 @@ local function fast_settle(keys, vals, v, n)
     local b = 6 * i - 6
     local alg, cap, period, delta, mark = v[b + 1], v[b + 3], v[b + 4], v[b + 5], v[b + 6]
     local val = vals[i]
-    fd[i] = false -- nothing to write
+    fd[i] = NOTHING
     if delta == 0 then
       -- Nothing to book.
     elseif alg == BUCKET then
@@ -184,23 +195,23 @@ local function fast_settle(keys, vals, v, n)
       end
       t = t - delta
       if t > cap then t = cap end
-      fa[i], fb[i], fc[i], fd[i] = t, at, keep, 1
-      levels[i] = not val
+      fd[i], fa[i], fb[i], fc[i], fe[i] = BUCKET_STATE, t, at, keep, not val
     elseif alg == SLIDING then
       if not val then return false end
       local cur = now / period
       cur = cur - cur % 1
       local target = mark
       if mark < cur - SLOTS then
-        if delta > 0 then target = cur end
+        -- The booked slot has left the window: an extra charge lands on
+        -- the current one, a refund is dropped.
+        target = cur
       end
       if mark >= cur - SLOTS or delta > 0 then
         local sn, total, head = sunpack('<ddd', val)
         if sn ~= target then return false end
         local h = head + delta
         if h < 0 then h = 0 end
-        fa[i], fb[i], fc[i], fd[i] = total + (h - head), h, val, 2
-        levels[i] = sn
+        fd[i], fa[i], fb[i], fc[i], fe[i] = SLOT_HEADER, total + (h - head), h, val, sn
       end
     else
       local idx, e = window(alg, period, now)
@@ -208,29 +219,25 @@ local function fast_settle(keys, vals, v, n)
       if val then w, u = sunpack('<dd', val) end
       local moved = w ~= idx
       if moved then u = 0 end
-      if mark == idx then
+      if mark == idx or delta > 0 then
         u = u + delta
         if u < 0 then u = 0 end
-        fd[i] = 3
-      elseif delta > 0 then
-        u = u + delta
-        fd[i] = 3
+        fd[i], fa[i], fb[i], fc[i], fe[i] = WINDOW_STATE, idx, u, e, moved
       end
-      fa[i], fb[i], fc[i], levels[i] = idx, u, e, moved
     end
   end
   for i = 1, n do
     local what, key = fd[i], keys[i]
-    if what == 1 then
+    if what == BUCKET_STATE then
       local b = 6 * i - 6
-      bucket_write(key, fa[i], fb[i], fc[i], levels[i], v[b + 3], v[b + 2] / v[b + 4], v[b + 4])
-    elseif what == 2 then
+      bucket_write(key, fa[i], fb[i], fc[i], fe[i], v[b + 3], v[b + 2] / v[b + 4], v[b + 4])
+    elseif what == SLOT_HEADER then
       local raw = fc[i]
-      local val = spack('<ddd', levels[i], fa[i], fb[i])
+      local val = spack('<ddd', fe[i], fa[i], fb[i])
       if #raw > 24 then val = val .. sub(raw, 25) end
       call('SET', key, val, 'KEEPTTL')
-    elseif what == 3 then
-      if levels[i] then
+    elseif what == WINDOW_STATE then
+      if fe[i] then
         call('SET', key, spack('<dd', fa[i], fb[i]), 'PX', px(fc[i] - now))
       else
         call('SET', key, spack('<dd', fa[i], fb[i]), 'KEEPTTL')

@@ -82,10 +82,10 @@ end
 
 -- Scratch tables that every call reuses, Redis running one call at a time:
 -- levels holds each item's level (see reserve), sts the items' states,
--- pool the state tables (item i's is pool[i]), and fa, fb, fc, fd what
--- fast_reserve keeps of each item between its two loops.
+-- pool the state tables (item i's is pool[i]), and fa to fe what the fast
+-- paths keep of each item between their two loops.
 local levels, sts, pool = {}, {}, {}
-local fa, fb, fc, fd = {}, {}, {}, {}
+local fa, fb, fc, fd, fe = {}, {}, {}, {}, {}
 
 -- now is the store's clock for the call (µs). pad lengthens key lifetimes
 -- under a frozen test clock, whose keys would otherwise expire on Redis's
