@@ -17,6 +17,14 @@
 // requests that run at the same time see each other's reservations, not
 // just each other's finished usage.
 //
+// An admitted reservation leaves a record in the store until it is
+// settled: the settlement applies only while the record is there and
+// deletes it in the same step, which is what makes it happen once however
+// often a retry repeats it. A reservation whose store call failed without
+// a clear answer (a timeout may strike after the store acted) is released:
+// refunded if its record is there, or else kept from ever applying by a
+// tombstone (see [Store.Release] and [Limiter.Reserve]).
+//
 // # Counters and stores
 //
 // Each applicable limit becomes one [Counter]: a store key that encodes the

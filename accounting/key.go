@@ -6,8 +6,11 @@ import (
 )
 
 // KeyPrefix starts every counter key, so that a shared Redis can tell
-// tokenwarden's keys apart and a format change can bump the version.
-const KeyPrefix = "tw1:"
+// tokenwarden's keys apart and a format change can bump the version. (2:
+// counters are packed doubles in Redis, no longer hashes; replicas of
+// either version sharing a Redis during an upgrade keep apart, and the
+// counters start afresh.)
+const KeyPrefix = "tw2:"
 
 // CounterKey returns the store key of limit l's counter for attrs.
 //

@@ -27,12 +27,13 @@ type Options struct {
 	Prices Prices
 	// StoreTimeout bounds each store call; zero means 50ms.
 	StoreTimeout time.Duration
-	// SettleRetry is how long a settlement that failed on the store is
-	// retried in the background before it is given up; zero means 2m,
-	// and it may not exceed MaxSettleRetry.
+	// SettleRetry is how long a settlement that failed on the store, or
+	// the release of a reservation whose answer was lost, is retried in
+	// the background before it is given up; zero means 2m, and it may
+	// not exceed MaxSettleRetry.
 	SettleRetry time.Duration
-	// MaxPendingSettlements bounds the settlements retrying at once;
-	// zero means 10000.
+	// MaxPendingSettlements bounds the settlements and releases retrying
+	// at once; zero means 10000.
 	MaxPendingSettlements int
 	Logger                *slog.Logger
 	// Registerer receives the Limiter's metrics; nil means none.
@@ -180,6 +181,7 @@ type Reservation struct {
 
 	l       *Limiter
 	items   []reservedItem
+	at      time.Time // when it was reserved, for the logs
 	settled atomic.Bool
 }
 
@@ -187,12 +189,26 @@ type Reservation struct {
 // it on every applicable limit. A rejection is a Reservation with
 // Admitted false, not an error. The error is ErrStoreUnavailable (wrapped)
 // when the store failed and a fail-closed limit applies, or ErrNoPrice.
+//
+// A store call that fails may still have been applied: a timeout can
+// strike after the store charged the reservation. Unless the store is
+// sure it changed nothing ([ErrNotApplied]), Reserve then releases the
+// reservation in the background ([Store.Release], retried like a failed
+// settlement), whether the request is refused or admitted under fail-open
+// limits. Such a reservation holds capacity until the release lands: its
+// first attempt runs 50ms after the failure, later ones back off to 5s
+// apart, for Options.SettleRetry (2m by default); so when the store
+// answers again within that time, at most the outage plus 5s. Past it
+// (or when the retry queue is full), the release is given up, logged and
+// counted, and the reservation stays charged until its window lets it go
+// — the safe direction.
 func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error) {
 	r := &Reservation{
 		ID:       l.idPrefix + strconv.FormatUint(l.idSeq.Add(1), 36),
 		Model:    req.Model,
 		Estimate: req.Estimate,
 		l:        l,
+		at:       time.Now(),
 	}
 	price, hasPrice := l.prices.Lookup(req.Model)
 	if hasPrice {
@@ -232,6 +248,9 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 	cancel()
 	if err != nil {
 		l.m.storeErrors.WithLabelValues("reserve").Inc()
+		if errors.Is(err, ErrStoreUnavailable) && !errors.Is(err, ErrNotApplied) {
+			l.releaseLater(ReserveRequest{ID: r.ID, Items: items})
+		}
 		if failClosed {
 			l.m.decisions.WithLabelValues("store_error").Inc()
 			if !errors.Is(err, ErrStoreUnavailable) {

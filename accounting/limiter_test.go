@@ -247,14 +247,28 @@ func BenchmarkReserveSettle(b *testing.B) {
 	}
 }
 
-func TestExactEstimateSkipsTheStore(t *testing.T) {
-	store := &flakyStore{Store: memstore.New(memstore.Options{})}
+// TestExactEstimateOnlyDropsTheRecord settles with usage equal to the
+// estimate: no counter changes, but the store still hears of it, to delete
+// the reservation's record (which would otherwise stay for RecordTTL).
+func TestExactEstimateOnlyDropsTheRecord(t *testing.T) {
+	mem := memstore.New(memstore.Options{})
+	store := &flakyStore{Store: mem}
 	l := newLimiter(t, store, limit("tpm", accounting.Tokens, 1000, "tenant"), limit("rpm", accounting.Requests, 10, "tenant"))
 	r, _ := l.Reserve(t.Context(), accounting.Request{Attributes: tenant, Estimate: accounting.Estimate{InputTokens: 100, OutputTokens: 50}})
+	if _, records := mem.Len(); records != 1 {
+		t.Fatalf("records while in flight: got %d, want 1", records)
+	}
 	if ok, err := r.Settle(t.Context(), accounting.Usage{InputTokens: 120, OutputTokens: 30}); !ok || err != nil {
 		t.Fatalf("Settle: %v %v", ok, err)
 	}
-	if n := store.settles.Load(); n != 0 {
-		t.Errorf("store settlements for usage equal to the estimate: got %d, want 0", n)
+	if n := store.settles.Load(); n != 1 {
+		t.Errorf("store settlements: got %d, want 1", n)
+	}
+	if _, records := mem.Len(); records != 0 {
+		t.Errorf("records after settling: got %d, want 0", records)
+	}
+	r2, _ := l.Reserve(t.Context(), accounting.Request{Attributes: tenant})
+	if got := r2.Dims[accounting.Tokens].Remaining; got != 850 {
+		t.Errorf("tokens remaining: got %d, want 850 (the estimate, unchanged)", got)
 	}
 }

@@ -7,7 +7,8 @@ import "github.com/prometheus/client_golang/prometheus"
 type metrics struct {
 	decisions    *prometheus.CounterVec // outcome: admitted|rejected|never_fits|store_error|failed_open
 	storeErrors  *prometheus.CounterVec // op: reserve|settle
-	settlements  *prometheus.CounterVec // outcome: ok|retried|lost
+	settlements  *prometheus.CounterVec // outcome: ok|retried|lost|no_record
+	releases     *prometheus.CounterVec // outcome: released|not_applied|lost
 	rejectedBy   *prometheus.CounterVec // limit
 	pendingRetry prometheus.Gauge
 }
@@ -24,7 +25,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"op"}),
 		settlements: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokenwarden_settlements_total",
-			Help: "Settlements by outcome: ok (first try), retried (after a store failure), lost (gave up; the estimate stays charged).",
+			Help: "Settlements by outcome: ok (first try), retried (after a store failure), lost (gave up; the estimate stays charged), no_record (the store no longer held the reservation: older than the record TTL, or lost with the store's data; the estimate stays charged).",
+		}, []string{"outcome"}),
+		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokenwarden_releases_total",
+			Help: "Releases of reservations whose store call failed without a clear answer, by outcome: released (the store had applied it; refunded), not_applied (it had not, and now never will), lost (gave up; if applied, it stays charged until its window passes).",
 		}, []string{"outcome"}),
 		rejectedBy: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokenwarden_rejections_total",
@@ -32,11 +37,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"limit"}),
 		pendingRetry: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tokenwarden_settlements_pending_retry",
-			Help: "Settlements waiting to be retried after a store failure.",
+			Help: "Settlements and releases waiting to be retried after a store failure.",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.decisions, m.storeErrors, m.settlements, m.rejectedBy, m.pendingRetry)
+		reg.MustRegister(m.decisions, m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.pendingRetry)
 	}
 	return m
 }

@@ -16,11 +16,16 @@ func (r *Reservation) Settled() bool { return r.settled.Load() }
 // The requests dimension keeps its 1; tokens become usage.Total(); cost
 // becomes usage priced for the reservation's model. A zero Usage (the
 // upstream refused the request) therefore refunds all tokens and cost.
+// Even a settlement equal to the estimate reaches the store, which then
+// only deletes the reservation's record.
 //
 // If the store fails, the settlement is retried in the background for
 // Options.SettleRetry and then given up (logged and counted; the estimate
 // stays charged). The returned error is that first failure; the
-// settlement is still in hand.
+// settlement is still in hand. If the store no longer holds the
+// reservation (it was reserved more than RecordTTL ago, or the store lost
+// its data), nothing can be booked: Settle logs and counts that and
+// returns nil.
 func (r *Reservation) Settle(ctx context.Context, usage Usage) (bool, error) {
 	if !r.settled.CompareAndSwap(false, true) {
 		return false, nil
@@ -34,7 +39,6 @@ func (r *Reservation) Settle(ctx context.Context, usage Usage) (bool, error) {
 	if price, ok := l.prices.Lookup(r.Model); ok {
 		cost = price.UsageCost(usage)
 	}
-	changed := false
 	for i, it := range r.items {
 		actual := it.amount
 		switch it.limit.Dimension {
@@ -44,37 +48,93 @@ func (r *Reservation) Settle(ctx context.Context, usage Usage) (bool, error) {
 			actual = cost
 		}
 		req.Items[i] = SettleItem{Counter: it.counter, Reserved: it.amount, Actual: actual, Mark: it.mark}
-		changed = changed || actual != it.amount
-	}
-	if !changed {
-		// The estimate was exact (or only requests were counted): there
-		// is nothing to book, and no store round trip to pay for.
-		l.m.settlements.WithLabelValues("ok").Inc()
-		return true, nil
 	}
 	// Settlement must happen even when the caller's context is cancelled
 	// (the client went away): that is exactly when it matters.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.storeTimeout)
 	err := l.store.Settle(sctx, req)
 	cancel()
-	if err == nil {
+	switch {
+	case err == nil:
 		l.m.settlements.WithLabelValues("ok").Inc()
+		return true, nil
+	case errors.Is(err, ErrNoReservation):
+		l.noRecord(r.ID, r.at)
 		return true, nil
 	}
 	l.m.storeErrors.WithLabelValues("settle").Inc()
-	l.retryLater(req)
+	l.settleLater(req, r.at, !errors.Is(err, ErrNotApplied))
 	return true, err
 }
 
-// retryLater retries a failed settlement in the background with backoff.
-// The store's idempotence makes a retry after an ambiguous failure (the
-// first call did land) harmless.
-func (l *Limiter) retryLater(req SettleRequest) {
+// noRecord counts and logs a settlement the store had no record for.
+func (l *Limiter) noRecord(id string, at time.Time) {
+	l.m.settlements.WithLabelValues("no_record").Inc()
+	l.log.Warn("settlement found no reservation record (older than the record TTL, or lost by the store); the estimate stays charged",
+		"reservation", id, "age", time.Since(at).Round(time.Millisecond), "record_ttl", RecordTTL)
+}
+
+// settleLater retries a failed settlement in the background. The store
+// applies a settlement only while the reservation's record exists and
+// deletes the record in the same step, so a retry after an ambiguous
+// failure (the earlier attempt did land) finds no record and changes
+// nothing. maybeApplied says whether an earlier attempt may have landed:
+// if none could have, finding no record means it expired or was lost.
+func (l *Limiter) settleLater(req SettleRequest, at time.Time, maybeApplied bool) {
+	l.later(func(ctx context.Context) error {
+		err := l.store.Settle(ctx, req)
+		switch {
+		case err == nil:
+			l.m.settlements.WithLabelValues("retried").Inc()
+			return nil
+		case errors.Is(err, ErrNoReservation):
+			if maybeApplied {
+				l.m.settlements.WithLabelValues("retried").Inc()
+			} else {
+				l.noRecord(req.ID, at)
+			}
+			return nil
+		}
+		maybeApplied = maybeApplied || !errors.Is(err, ErrNotApplied)
+		return err
+	}, func(err error) {
+		l.m.settlements.WithLabelValues("lost").Inc()
+		l.log.Error("settlement lost; the estimate stays charged", "reservation", req.ID, "err", err)
+	})
+}
+
+// releaseLater undoes, in the background, a reservation whose Reserve
+// failed without a clear answer: the store refunds it if it was applied,
+// and otherwise makes sure it never will be.
+func (l *Limiter) releaseLater(req ReserveRequest) {
+	l.later(func(ctx context.Context) error {
+		released, err := l.store.Release(ctx, req)
+		if err != nil {
+			return err
+		}
+		if released {
+			l.m.releases.WithLabelValues("released").Inc()
+			l.log.Info("released a reservation the store had applied after its call failed", "reservation", req.ID)
+		} else {
+			l.m.releases.WithLabelValues("not_applied").Inc()
+		}
+		return nil
+	}, func(err error) {
+		l.m.releases.WithLabelValues("lost").Inc()
+		l.log.Error("release lost; if the store applied the reservation, it stays charged until its window passes",
+			"reservation", req.ID, "err", err)
+	})
+}
+
+// later runs try in the background until it returns nil: first 50ms from
+// now, then with backoff doubling to 5s, for Options.SettleRetry, then
+// calls gaveUp with the last error. It takes one of the bounded retry
+// slots; when none is free it gives up at once.
+func (l *Limiter) later(try func(ctx context.Context) error, gaveUp func(err error)) {
 	select {
 	case l.retrySlots <- struct{}{}:
 	default:
-		l.m.settlements.WithLabelValues("lost").Inc()
-		l.log.Error("settlement lost: too many pending retries; the estimate stays charged", "reservation", req.ID)
+		gaveUp(errors.New("too many settlements and releases pending"))
 		return
 	}
 	l.m.pendingRetry.Inc()
@@ -95,16 +155,13 @@ func (l *Limiter) retryLater(req SettleRequest) {
 				wait.Stop()
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), l.storeTimeout)
-			err := l.store.Settle(ctx, req)
+			err := try(ctx)
 			cancel()
 			if err == nil {
-				l.m.settlements.WithLabelValues("retried").Inc()
 				return
 			}
 			if time.Now().After(deadline) || l.isClosing() {
-				l.m.settlements.WithLabelValues("lost").Inc()
-				l.log.Error("settlement lost after retrying; the estimate stays charged",
-					"reservation", req.ID, "err", err)
+				gaveUp(err)
 				return
 			}
 			backoff = min(2*backoff, 5*time.Second)
@@ -121,8 +178,8 @@ func (l *Limiter) isClosing() bool {
 	}
 }
 
-// Close makes pending settlement retries try once more at once, and waits
-// for them until ctx ends. Settle must not be called after Close.
+// Close makes pending settlements and releases try once more at once, and
+// waits for them until ctx ends. Settle must not be called after Close.
 func (l *Limiter) Close(ctx context.Context) error {
 	l.closeOnce.Do(func() { close(l.closing) })
 	done := make(chan struct{})

@@ -11,22 +11,64 @@ import (
 // [FailMode].
 var ErrStoreUnavailable = errors.New("accounting: store unavailable")
 
+// ErrNotApplied is wrapped, besides [ErrStoreUnavailable], into a store
+// failure that certainly changed nothing: the call never reached the store
+// (no connection could be made) or the store refused it whole. Any other
+// failure of a Reserve may have been applied after all (a timeout can
+// strike after the store acted), and the Limiter releases it.
+var ErrNotApplied = errors.New("accounting: not applied")
+
+// ErrNoReservation is returned by [Store.Settle] when the store holds no
+// record of the reservation: it was settled already (a retry after an
+// ambiguous failure finds this), its record outlived [RecordTTL], or the
+// store lost it (a Redis restart without persistence). Nothing changed:
+// the estimate stays charged as it was.
+var ErrNoReservation = errors.New("accounting: no record of the reservation")
+
+// ErrReleased is returned by [Store.Reserve] when [Store.Release] for the
+// same ID reached the store first: nothing was charged. Only a Reserve
+// whose caller has already given up on it (it timed out) can meet it.
+var ErrReleased = errors.New("accounting: reservation released before it arrived")
+
 // Store keeps counters and decides reservations atomically.
 //
 // Implementations must run the algorithms exactly as the memstore package
 // does (the storetest suite pins it) and take time from their own clock,
 // so that replicas sharing a store agree on windows whatever their clocks
 // say.
+//
+// An admitted reservation leaves a record of itself in the store, keyed by
+// its ID, until it is settled or released or [RecordTTL] passes. The
+// record is what makes a settlement happen at most once and what lets a
+// reservation whose answer was lost be found and undone; it costs memory
+// only while the request is in flight.
+//
+// A call that failed because the store could not be reached, or did not
+// answer in time, returns an error wrapping [ErrStoreUnavailable] (and
+// [ErrNotApplied] when it certainly changed nothing); any other error
+// means the call was refused before it reached the store.
 type Store interface {
 	// Reserve checks every item and, only if all of them fit, charges all
-	// of them, atomically with respect to every other Reserve and Settle
-	// on the same counters. A request that does not fit charges nothing.
-	// The result holds one state per item, in order, either way.
+	// of them and records the reservation, atomically with respect to
+	// every other call on the same counters. A request that does not fit
+	// charges nothing and leaves no record. The result holds one state
+	// per item, in order, either way. It returns ErrReleased, charging
+	// nothing, if Release for req.ID came first.
 	Reserve(ctx context.Context, req ReserveRequest) (ReserveResult, error)
-	// Settle replaces each item's reserved amount with its actual amount.
-	// It is idempotent per req.ID: settling the same reservation again is
-	// a no-op, so a retry after an ambiguous failure never double-books.
+	// Settle replaces each item's reserved amount with its actual amount
+	// and deletes the reservation's record, in one atomic step, if the
+	// record is there. If not, it changes nothing and returns
+	// ErrNoReservation: settling again is a no-op, so a retry after an
+	// ambiguous failure never double-books.
 	Settle(ctx context.Context, req SettleRequest) error
+	// Release undoes a reservation whose Reserve failed without a clear
+	// answer, req being what that Reserve was asked. If the reservation
+	// was recorded, every item's amount is refunded where it was booked
+	// (as a settlement to zero would) and the record deleted: released
+	// is true. If not, Release leaves a tombstone for [RecordTTL] so that
+	// the Reserve, should it arrive later, charges nothing. Releasing
+	// again is a no-op.
+	Release(ctx context.Context, req ReserveRequest) (released bool, err error)
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
 }
@@ -60,7 +102,9 @@ type ReserveItem struct {
 // name distinct counters (the Limiter's limit names are unique): each item
 // is checked against its counter's state before any of them is charged.
 type ReserveRequest struct {
-	// ID identifies the reservation at settlement.
+	// ID identifies the reservation at settlement and release; it must
+	// be unique (a second reservation with the same ID replaces the
+	// first's record).
 	ID    string
 	Items []ReserveItem
 }
@@ -107,12 +151,17 @@ type SettleRequest struct {
 	Items []SettleItem
 }
 
-// SettledTTL is how long a store remembers a settled reservation ID, to
-// make repeated settles no-ops. A repeat can only come from the Limiter's
-// retries, so it must exceed the longest retry period
-// ([Options.SettleRetry], at most [MaxSettleRetry]); keeping it short
-// keeps the memory it costs (one small entry per request) in check.
-const SettledTTL = 10 * time.Minute
+// RecordTTL is how long a store keeps a reservation's record (or a
+// release's tombstone) when nothing deletes it: a settlement must come
+// within it, so it covers the longest request tokenwarden expects plus
+// the longest settlement retry ([MaxSettleRetry]). A settlement that
+// comes later finds no record and changes nothing (ErrNoReservation; the
+// Limiter logs and counts it): the reservation's estimate stays charged,
+// which overcharges by what the estimate exceeded the usage (the usual
+// case, as the estimate includes the output cap) and undercharges by what
+// the usage exceeded it. Records are deleted at settlement, so the TTL
+// costs memory only for requests whose replica died before settling.
+const RecordTTL = time.Hour
 
 // MaxSettleRetry is the longest [Options.SettleRetry] allowed.
 const MaxSettleRetry = 5 * time.Minute

@@ -1,6 +1,9 @@
 package accounting
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // The functions here are the window arithmetic every Store shares. Times
 // are microseconds since the Unix epoch: the resolution of Redis's TIME,
@@ -34,4 +37,20 @@ func Micros(us int64) time.Duration {
 		return 0
 	}
 	return time.Duration(us) * time.Microsecond
+}
+
+// BucketFullIn returns how long (µs) a token bucket holding tokens takes to
+// be full again: it refills Limit per Window, in float arithmetic that
+// every Store computes the same way, to the last bit.
+func BucketFullIn(c *Counter, tokens float64) int64 {
+	missing := float64(c.Capacity()) - tokens
+	if missing <= 0 {
+		return 0
+	}
+	return int64(math.Ceil(missing / BucketRate(c)))
+}
+
+// BucketRate is a token bucket's refill in units per µs.
+func BucketRate(c *Counter) float64 {
+	return float64(c.Limit) / float64(c.Window.Microseconds())
 }

@@ -438,6 +438,9 @@ func (failingStore) Reserve(context.Context, accounting.ReserveRequest) (account
 func (failingStore) Settle(context.Context, accounting.SettleRequest) error {
 	return fmt.Errorf("dial tcp: connection refused")
 }
+func (failingStore) Release(context.Context, accounting.ReserveRequest) (bool, error) {
+	return false, fmt.Errorf("dial tcp: connection refused")
+}
 func (failingStore) Ping(context.Context) error { return fmt.Errorf("dial tcp: connection refused") }
 
 func TestStoreUnavailable(t *testing.T) {

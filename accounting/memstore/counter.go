@@ -9,9 +9,9 @@ import (
 const numSlots = accounting.SlidingSlots + 1
 
 // counter is the state of one key. Only the fields of its algorithm are
-// used. A sliding window keeps SlidingSlots+1 slots in a ring: the current
-// slot, the SlidingSlots-1 whole slots before it, and the one that
-// straddles the window's start and is counted in full.
+// used. A sliding window keeps SlidingSlots+1 slots: the current slot, the
+// SlidingSlots-1 whole slots before it, and the one that straddles the
+// window's start and is counted in full.
 type counter struct {
 	// expires is when the counter holds nothing any more (µs).
 	expires int64
@@ -20,9 +20,12 @@ type counter struct {
 	window int64
 	used   int64
 
-	// sliding_window: slotIdx[i] is the slot index held at ring position i.
-	slotIdx [numSlots]int64
-	slotAmt [numSlots]int64
+	// sliding_window: slots[j] is the amount of slot newest-numSlots+1+j,
+	// so slots[numSlots-1] is the newest slot charged; hasSlots says
+	// whether any was.
+	newest   int64
+	slots    [numSlots]int64
+	hasSlots bool
 
 	// token_bucket
 	tokens float64
@@ -35,10 +38,6 @@ func newCounter(c *accounting.Counter, now int64) *counter {
 	case accounting.TokenBucket:
 		ct.tokens = float64(c.Capacity())
 		ct.at = now
-	case accounting.SlidingWindow:
-		for i := range ct.slotIdx {
-			ct.slotIdx[i] = math.MinInt64
-		}
 	}
 	return ct
 }
@@ -72,15 +71,10 @@ func (ct *counter) commit(c *accounting.Counter, amount, now int64, st *accounti
 	default:
 		slot := accounting.SlotLength(c)
 		cur := now / slot
-		i := ring(cur)
-		if ct.slotIdx[i] != cur {
-			ct.slotIdx[i], ct.slotAmt[i] = cur, 0
-		}
-		ct.slotAmt[i] += amount
+		ct.slotAdd(c, cur, amount)
 		st.Remaining -= amount
 		st.Mark = cur
-		ct.expires = (cur + numSlots) * slot
-		st.Reset = accounting.Micros(ct.expires - now)
+		st.Reset = accounting.Micros((cur+numSlots)*slot - now)
 	}
 }
 
@@ -108,9 +102,7 @@ func (ct *counter) settle(c *accounting.Counter, reserved, actual, mark, now int
 		ct.tokens = min(float64(c.Capacity()), ct.tokens-float64(delta))
 		ct.expires = now + ct.bucketFullIn(c)
 	default:
-		slot := accounting.SlotLength(c)
-		cur := now / slot
-		ct.dropOldSlots(cur)
+		cur := now / accounting.SlotLength(c)
 		target := mark
 		if mark < cur-accounting.SlidingSlots {
 			if delta < 0 {
@@ -118,13 +110,48 @@ func (ct *counter) settle(c *accounting.Counter, reserved, actual, mark, now int
 			}
 			target = cur
 		}
-		i := ring(target)
-		if ct.slotIdx[i] != target {
-			ct.slotIdx[i], ct.slotAmt[i] = target, 0
-		}
-		ct.slotAmt[i] = max(0, ct.slotAmt[i]+delta)
-		ct.expires = max(ct.expires, (target+numSlots)*slot)
+		ct.slotAdd(c, target, delta)
 	}
+}
+
+// markAt returns the mark a reservation made at time t (µs) got on the
+// counter: its window or slot.
+func markAt(c *accounting.Counter, t int64) int64 {
+	switch c.Algorithm {
+	case accounting.FixedWindow:
+		idx, _ := accounting.FixedWindowAt(c, t)
+		return idx
+	case accounting.SlidingWindow:
+		return t / accounting.SlotLength(c)
+	}
+	return 0
+}
+
+// slotAdd adds delta to a sliding window's slot target, never below zero.
+// A slot newer than the newest moves the slots forward, dropping those
+// that leave. (A target older than the oldest slot held can only follow a
+// clock that went back by more than a window; it is charged to the oldest
+// slot held, so that nothing charged is forgotten early.)
+func (ct *counter) slotAdd(c *accounting.Counter, target, delta int64) {
+	switch {
+	case !ct.hasSlots:
+		ct.newest, ct.slots, ct.hasSlots = target, [numSlots]int64{}, true
+	case target > ct.newest:
+		d := target - ct.newest
+		for j := range ct.slots {
+			if int64(j)+d < numSlots {
+				ct.slots[j] = ct.slots[int64(j)+d]
+			} else {
+				ct.slots[j] = 0
+			}
+		}
+		ct.newest = target
+	case target < ct.newest-accounting.SlidingSlots:
+		target = ct.newest - accounting.SlidingSlots
+	}
+	j := target - ct.newest + numSlots - 1
+	ct.slots[j] = max(0, ct.slots[j]+delta)
+	ct.expires = (ct.newest + numSlots) * accounting.SlotLength(c)
 }
 
 func (ct *counter) rollFixed(idx, end int64) {
@@ -153,34 +180,25 @@ func (ct *counter) checkFixed(c *accounting.Counter, amount, now int64) accounti
 	return st
 }
 
-func ring(slot int64) int {
-	return int(((slot % numSlots) + numSlots) % numSlots)
-}
-
-func (ct *counter) dropOldSlots(cur int64) {
-	oldest := cur - accounting.SlidingSlots
-	for i := range ct.slotIdx {
-		if ct.slotIdx[i] < oldest {
-			ct.slotIdx[i], ct.slotAmt[i] = math.MinInt64, 0
-		}
-	}
-}
-
 func (ct *counter) checkSliding(c *accounting.Counter, amount, now int64) accounting.CounterState {
 	slot := accounting.SlotLength(c)
 	cur := now / slot
-	ct.dropOldSlots(cur)
-	var used, newest int64
-	newest = math.MinInt64
-	for i := range ct.slotIdx {
-		if ct.slotAmt[i] > 0 {
-			used += ct.slotAmt[i]
-			newest = max(newest, ct.slotIdx[i])
+	// first is the slot held at slots[0].
+	first := ct.newest - numSlots + 1
+	var used int64
+	newest := -1
+	if ct.hasSlots {
+		// Count the slots from the oldest still in the window.
+		for j := max(0, cur-accounting.SlidingSlots-first); j < numSlots; j++ {
+			if ct.slots[j] > 0 {
+				used += ct.slots[j]
+				newest = int(j)
+			}
 		}
 	}
 	st := accounting.CounterState{Remaining: c.Limit - used, Mark: cur}
-	if newest != math.MinInt64 {
-		st.Reset = accounting.Micros((newest+numSlots)*slot - now)
+	if newest >= 0 {
+		st.Reset = accounting.Micros((first+int64(newest)+numSlots)*slot - now)
 	}
 	switch {
 	case amount > c.Limit:
@@ -192,11 +210,11 @@ func (ct *counter) checkSliding(c *accounting.Counter, amount, now int64) accoun
 		// first until the amount fits.
 		need := used + amount - c.Limit
 		for k := cur - accounting.SlidingSlots; k <= cur; k++ {
-			i := ring(k)
-			if ct.slotIdx[i] != k {
+			j := k - first
+			if j < 0 || j >= numSlots {
 				continue
 			}
-			need -= ct.slotAmt[i]
+			need -= ct.slots[j]
 			if need <= 0 {
 				st.RetryAfter = accounting.Micros((k+numSlots)*slot - now)
 				break
@@ -206,25 +224,16 @@ func (ct *counter) checkSliding(c *accounting.Counter, amount, now int64) accoun
 	return st
 }
 
-// rate is a token bucket's refill in units per µs.
-func rate(c *accounting.Counter) float64 {
-	return float64(c.Limit) / float64(c.Window.Microseconds())
-}
-
 func (ct *counter) refill(c *accounting.Counter, now int64) {
 	if now > ct.at {
-		ct.tokens = min(float64(c.Capacity()), ct.tokens+float64(now-ct.at)*rate(c))
+		ct.tokens = min(float64(c.Capacity()), ct.tokens+float64(now-ct.at)*accounting.BucketRate(c))
 		ct.at = now
 	}
 }
 
 // bucketFullIn returns µs until the bucket is full again.
 func (ct *counter) bucketFullIn(c *accounting.Counter) int64 {
-	missing := float64(c.Capacity()) - ct.tokens
-	if missing <= 0 {
-		return 0
-	}
-	return int64(math.Ceil(missing / rate(c)))
+	return accounting.BucketFullIn(c, ct.tokens)
 }
 
 // checkBucket looks at the bucket as refilled to now without storing the
@@ -244,7 +253,7 @@ func (ct *counter) checkBucket(c *accounting.Counter, amount, now int64) account
 	case float64(amount) <= view.tokens:
 		st.Fits = true
 	default:
-		st.RetryAfter = accounting.Micros(int64(math.Ceil((float64(amount) - view.tokens) / rate(c))))
+		st.RetryAfter = accounting.Micros(int64(math.Ceil((float64(amount) - view.tokens) / accounting.BucketRate(c))))
 	}
 	return st
 }

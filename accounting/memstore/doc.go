@@ -4,9 +4,11 @@
 // All counters sit behind one mutex: a reservation touches several
 // counters at once and must be atomic across them, and one decision takes
 // well under a microsecond, so a single lock is both correct and fast
-// enough for one replica. Idle counters and remembered settlement IDs
-// expire: every operation samples a few entries and drops the expired ones,
-// the way Redis expires keys, so memory tracks active callers.
+// enough for one replica. Idle counters expire, and so do reservation
+// records that nothing settled or released (after accounting.RecordTTL):
+// every operation samples a few entries and drops the expired ones, the
+// way Redis expires keys, so memory tracks active callers and requests in
+// flight.
 //
 // The arithmetic of the three algorithms here is the reference the Redis
 // store's scripts follow; the storetest suite holds both to it.

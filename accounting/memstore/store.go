@@ -25,7 +25,10 @@ type Store struct {
 
 	mu       sync.Mutex
 	counters map[string]*counter
-	settled  map[string]int64 // reservation ID → when it may be forgotten (µs)
+	// records maps a reservation ID to its time (µs), or to minus the
+	// time of the release that left a tombstone. Either counts until
+	// accounting.RecordTTL after that time.
+	records map[string]int64
 }
 
 var _ accounting.Store = (*Store)(nil)
@@ -39,7 +42,7 @@ func New(opts Options) *Store {
 	return &Store{
 		now:      now,
 		counters: make(map[string]*counter),
-		settled:  make(map[string]int64),
+		records:  make(map[string]int64),
 	}
 }
 
@@ -66,6 +69,10 @@ func (s *Store) Reserve(ctx context.Context, req accounting.ReserveRequest) (acc
 	if !res.Admitted {
 		return res, nil
 	}
+	if t, ok := s.recordLocked(req.ID, now); ok && t < 0 {
+		return accounting.ReserveResult{}, accounting.ErrReleased
+	}
+	s.records[req.ID] = now
 	for i := range req.Items {
 		it := &req.Items[i]
 		s.counters[it.Key].commit(&it.Counter, it.Amount, now, &res.States[i])
@@ -83,10 +90,10 @@ func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.expireSampleLocked(now)
-	if until, ok := s.settled[req.ID]; ok && until > now {
-		return nil
+	if t, ok := s.recordLocked(req.ID, now); !ok || t < 0 {
+		return accounting.ErrNoReservation
 	}
-	s.settled[req.ID] = now + accounting.SettledTTL.Microseconds()
+	delete(s.records, req.ID)
 	for i := range req.Items {
 		it := &req.Items[i]
 		if it.Actual == it.Reserved {
@@ -97,12 +104,59 @@ func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error 
 	return nil
 }
 
+// Release implements accounting.Store.
+func (s *Store) Release(ctx context.Context, req accounting.ReserveRequest) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	now := s.now().UnixMicro()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expireSampleLocked(now)
+	t, ok := s.recordLocked(req.ID, now)
+	switch {
+	case ok && t < 0:
+		return false, nil
+	case !ok:
+		s.records[req.ID] = -now
+		return false, nil
+	}
+	delete(s.records, req.ID)
+	for i := range req.Items {
+		it := &req.Items[i]
+		if it.Amount == 0 {
+			continue
+		}
+		s.counterLocked(&it.Counter, now).settle(&it.Counter, it.Amount, 0, markAt(&it.Counter, t), now)
+	}
+	return true, nil
+}
+
+// recordLocked returns the record or tombstone kept for id, if one still
+// counts.
+func (s *Store) recordLocked(id string, now int64) (int64, bool) {
+	t, ok := s.records[id]
+	if !ok || !recordLive(t, now) {
+		return 0, false
+	}
+	return t, true
+}
+
+// recordLive reports whether a record or tombstone of time t still counts.
+func recordLive(t, now int64) bool {
+	if t < 0 {
+		t = -t
+	}
+	return t+accounting.RecordTTL.Microseconds() > now
+}
+
 // Ping implements accounting.Store; memory is always reachable.
 func (s *Store) Ping(ctx context.Context) error { return ctx.Err() }
 
-// Len reports how many counters and remembered settlement IDs the store
-// holds that have not expired, for tests and metrics.
-func (s *Store) Len() (counters, settled int) {
+// Len reports how many counters and reservation records (tombstones
+// included) the store holds that have not expired, for tests and metrics.
+func (s *Store) Len() (counters, records int) {
 	now := s.now().UnixMicro()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -111,12 +165,12 @@ func (s *Store) Len() (counters, settled int) {
 			counters++
 		}
 	}
-	for _, until := range s.settled {
-		if until > now {
-			settled++
+	for _, t := range s.records {
+		if recordLive(t, now) {
+			records++
 		}
 	}
-	return counters, settled
+	return counters, records
 }
 
 // Exists reports whether key holds a live counter.
@@ -152,9 +206,9 @@ func (s *Store) expireSampleLocked(now int64) {
 		}
 	}
 	n = 0
-	for id, until := range s.settled {
-		if until <= now {
-			delete(s.settled, id)
+	for id, t := range s.records {
+		if !recordLive(t, now) {
+			delete(s.records, id)
 		}
 		if n++; n == sampleSize {
 			break

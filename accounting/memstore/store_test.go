@@ -45,6 +45,12 @@ func newHarness(t *testing.T) (storetest.Harness, *Store, *fakeClock) {
 			}
 			return time.Duration(c.expires-now) * time.Microsecond, true
 		},
+		Record: func(id string) bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			_, ok := s.recordLocked(id, clock.Now().UnixMicro())
+			return ok
+		},
 	}
 	return h, s, clock
 }
@@ -56,9 +62,11 @@ func TestContract(t *testing.T) {
 	})
 }
 
-// TestIdleEntriesAreDropped shows that memory tracks active callers: once
-// thousands of one-off callers go idle, ordinary traffic sweeps their
-// counters and settlement IDs away.
+// TestIdleEntriesAreDropped shows that memory tracks active callers and
+// requests in flight: a settled reservation leaves nothing behind, and
+// once thousands of one-off callers go idle (some of them never settling,
+// as when a replica dies), ordinary traffic sweeps their counters and
+// records away.
 func TestIdleEntriesAreDropped(t *testing.T) {
 	h, s, clock := newHarness(t)
 	const callers = 5000
@@ -69,23 +77,28 @@ func TestIdleEntriesAreDropped(t *testing.T) {
 		if err != nil || !res.Admitted {
 			t.Fatalf("reserve %d: admitted=%v err=%v", i, res.Admitted, err)
 		}
-		_ = s.Settle(t.Context(), accounting.SettleRequest{ID: "r" + c.Key})
+		if i%2 == 0 {
+			if err := s.Settle(t.Context(), accounting.SettleRequest{ID: "r" + c.Key}); err != nil {
+				t.Fatalf("settle %d: %v", i, err)
+			}
+		}
 	}
 	s.mu.Lock()
-	before := len(s.counters)
+	before, records := len(s.counters), len(s.records)
 	s.mu.Unlock()
-	if before != callers {
-		t.Fatalf("counters before idling: got %d, want %d", before, callers)
+	if before != callers || records != callers/2 {
+		t.Fatalf("before idling: got %d counters and %d records, want %d and %d (one per unsettled reservation)", before, records, callers, callers/2)
 	}
-	clock.Advance(accounting.SettledTTL + time.Minute)
+	clock.Advance(accounting.RecordTTL + time.Minute)
 	active := accounting.Limit{Name: "active", Algorithm: accounting.FixedWindow, Limit: 1 << 40, Window: time.Minute}
 	for range callers {
 		_, _ = h.Store.Reserve(t.Context(), accounting.ReserveRequest{ID: "x", Items: []accounting.ReserveItem{{Counter: active.Counter(nil), Amount: 1}}})
 	}
 	s.mu.Lock()
-	after, settled := len(s.counters), len(s.settled)
+	after := len(s.counters)
+	records = len(s.records)
 	s.mu.Unlock()
-	if after > callers/10 || settled > callers/10 {
-		t.Errorf("entries after idling: got %d counters, %d settlement IDs, want at most %d each", after, settled, callers/10)
+	if after > callers/10 || records > callers/10 {
+		t.Errorf("entries after idling: got %d counters, %d records, want at most %d each", after, records, callers/10)
 	}
 }

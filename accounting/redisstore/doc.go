@@ -1,66 +1,92 @@
 // Package redisstore is an [accounting.Store] on Redis, so that N
 // tokenwarden replicas enforce one limit, not N (config: store.type: redis).
 //
-// # One script per decision
+// # One function call per decision
 //
-// A reservation is one EVALSHA of reserve.lua: it reads every counter the
-// request touches, checks them all, and charges all of them or none, in one
-// atomic step (Redis runs one script at a time). A settlement is one
-// EVALSHA of settle.lua, which first checks and sets the reservation's
-// settled marker (tw1:settled:<id>, kept for [accounting.SettledTTL]) in
-// the same atomic step as the corrections: a repeated or retried settle is
-// a no-op, also after an ambiguous failure where the first attempt landed
-// but its answer was lost. The scripts are embedded from .lua files and
-// share counter.lua, a line-by-line port of memstore's arithmetic (fixed
-// windows incl. calendar months, sliding windows of SlidingSlots+1 slots,
-// token buckets with float tokens), so a limit behaves the same on both
-// stores; a test drives both through thousands of random steps on one
-// clock and compares every answer. When Redis does not know a script
-// (after a restart or SCRIPT FLUSH) go-redis falls back to EVAL once.
+// The Store's calls are the functions of one Redis function library
+// (library.lua, counters.lua and functions.lua, loaded with FUNCTION LOAD;
+// Redis 7.0 or later). A reservation is one FCALL of tw_reserve: it reads
+// every counter the request touches, checks them all, and charges all of
+// them or none, in one atomic step (Redis runs one function at a time). A
+// settlement is one FCALL of tw_settle, a release one of tw_release. The
+// Lua is a port of memstore's arithmetic (fixed windows incl. calendar
+// months, sliding windows of SlidingSlots+1 slots, token buckets with
+// float tokens), so a limit behaves the same on both stores; a test drives
+// both through thousands of random steps on one clock and compares every
+// answer.
+//
+// A library, unlike an EVAL script, defines its helper functions once,
+// when it is loaded, rather than on every call, and the code is written
+// for what Redis spends its time on: each call passes its items as one
+// string of packed doubles, reads the counters with one MGET, writes each
+// with one SET that keeps its expiry while it stands, and stores counters
+// as packed doubles. BenchmarkScriptCost measures every call's cost
+// inside Redis next to a minimal all-or-nothing script. The library is
+// named after a hash of its code, so that replicas of different versions
+// sharing a Redis load theirs side by side (old versions' libraries stay
+// loaded until FUNCTION DELETE). When Redis does not have the library
+// (after a restart without persistence, FUNCTION FLUSH, or a failover to
+// a server that never had it) the Store loads it and calls again.
 //
 // # Time
 //
-// Time comes from Redis: the scripts read TIME (µs) and never the
+// Time comes from Redis: the functions read TIME (µs) and never the
 // replica's clock, so replicas whose clocks disagree still agree on every
-// window, reset and Retry-After. Redis 5 and later replicate a script by
-// its effects, so reading TIME before writing is safe on replicas and in
-// the AOF; tokenwarden needs Redis >= 5 (it is tested on 7.0).
+// window, reset and Retry-After. Redis replicates a function by its
+// effects, so reading TIME before writing is safe on replicas and in the
+// AOF.
+//
+// # Records: settled once, released when lost
+//
+// An admitted reservation writes a record under [RecordKeyPrefix] and its
+// ID: one double, its time, kept for [accounting.RecordTTL]. The
+// settlement applies only if the record exists and deletes it in the same
+// step, so a repeated or retried settlement is a no-op
+// ([accounting.ErrNoReservation]), also after an ambiguous failure where
+// the first attempt landed but its answer was lost. A Reserve that times
+// out may still have been applied; the Limiter then calls [Store.Release],
+// which refunds the reservation if its record exists, or else leaves a
+// tombstone (the same key, for RecordTTL) so that the Reserve charges
+// nothing should it arrive later ([accounting.ErrReleased]). A record
+// costs memory only while its request is in flight: about 90 bytes
+// (MEMORY USAGE, Redis 7.0, for a Limiter's ID).
 //
 // # Keys and memory
 //
 // A counter lives under its [accounting.CounterKey] (already unambiguous
-// for any attribute bytes) as a small hash: a fixed window {w: window
-// index, u: used}; a token bucket {t: tokens as %.17g, at: µs of the last
-// refill}; a sliding window {slot index: amount} for at most SlidingSlots+1
-// slots. Each key gets a PEXPIRE for exactly as long as its state matters
-// (memstore's expiry: the end of the window, the last slot leaving the
-// window, the bucket being full again), so Redis memory tracks active
-// callers. The scripts also decide staleness from the state itself, so a
-// key that outlives its state (the expiry rounds up to a millisecond) is
-// read as fresh, as in memstore. Measured with MEMORY USAGE on Redis
-// 7.0 for a 58-byte key: about 136 bytes per fixed window, calendar month,
-// token bucket or one-slot sliding window counter, 248 bytes for a sliding
-// window holding all 11 slots, and 104 bytes per settled marker.
+// for any attribute bytes) as a string of packed doubles (library.lua
+// spells them out): 16 bytes for a fixed window, 24 for a token bucket,
+// 24 to 112 for a sliding window. Each key expires when its state stops
+// mattering (memstore's expiry: the end of the window, the last slot
+// leaving the window, the bucket being full again, the last one a tenth
+// of the bucket's period later, so that a busy bucket moves its expiry
+// once per tenth of its capacity rather than on every charge), so Redis
+// memory tracks active callers. The functions also decide staleness from
+// the state itself, so a key that outlives its state (the expiry rounds up
+// to a millisecond) is read as fresh, as in memstore. Measured with
+// MEMORY USAGE on Redis 7.0 for a 63-byte key: about 150 bytes per fixed
+// window, calendar month, token bucket or one-slot sliding window
+// counter, 230 bytes for a sliding window holding all 11 slots.
 //
 // # Failures
 //
 // Every call is bounded by [Options.Timeout] (config store.redis.timeout),
 // including waiting for a pooled connection and dialling one, and every
 // failure is returned wrapped in [accounting.ErrStoreUnavailable], so that
-// the Limiter applies each limit's on_store_error. go-redis reconnects by
-// itself when Redis comes back; the Store needs no restart. The client
-// does not retry a command: a Reserve retried after it ran would charge
-// twice. A Reserve that times out after reaching Redis may still have been
-// charged; the Limiter treats it as failed and never settles it, so that
-// estimate stays charged until its window passes (the safe direction).
+// the Limiter applies each limit's on_store_error; a failure that
+// certainly changed nothing (no connection could be had, or Redis
+// answered with an error) also wraps [accounting.ErrNotApplied], which
+// spares the release. go-redis reconnects by itself when Redis comes
+// back; the Store needs no restart. The client does not retry a command:
+// a Reserve retried after it ran would charge twice.
 //
 // # Redis Cluster
 //
-// A script may only touch keys of one hash slot. Counter keys carry no
+// A function may only touch keys of one hash slot. Counter keys carry no
 // hash tag of their own (and scope values may contain braces), so the keys
 // of one request generally hash to different slots and Redis Cluster
-// refuses the script (CROSSSLOT). [Options.HashTag] puts every key in the
-// slot of "{HashTag}": the store then works on a cluster
+// refuses the call (CROSSSLOT). [Options.HashTag] puts every key, records
+// included, in the slot of "{HashTag}": the store then works on a cluster
 // ([Options.ClusterAddrs] requires the tag), but all of tokenwarden's
 // keys live on one shard, which scales memory and load no further than a
 // single Redis. A tag chosen per request (say, the tenant) would spread

@@ -2,11 +2,14 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/accounting/memstore"
@@ -27,9 +30,11 @@ func (c *manualClock) Now() time.Time {
 
 // TestMatchesMemstore drives the Redis store and the memory store through
 // the same random sequence of reservations, settlements (late, repeated,
-// refunds and extra charges) and clock steps, both stores on the same
-// exact clock, and requires every answer to be identical: the algorithms
-// behave exactly as on the memory store, not just within a tolerance.
+// refunds and extra charges), releases (of reservations made, of ones
+// never made, and before the reservation they release) and clock steps
+// (now and then past accounting.RecordTTL), both stores on the same exact
+// clock, and requires every answer to be identical: the algorithms behave
+// exactly as on the memory store, not just within a tolerance.
 func TestMatchesMemstore(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, seed := range []uint64{1, 2, 3} {
@@ -72,14 +77,34 @@ func compareWithMemstore(t *testing.T, rs *Store, seed uint64, steps int) {
 	}
 	var open, settled []held
 	ctx := context.Background()
+	admin := rs.client.(*redis.Client)
 	for step := range steps {
-		switch op := rng.IntN(10); {
+		// The sliding windows' stored totals stay the sum of their slots,
+		// of which they keep at most SlidingSlots+1.
+		for _, c := range counters {
+			if c.Algorithm != accounting.SlidingWindow {
+				continue
+			}
+			if v := packedValue(t, admin, c.Key); v != nil {
+				var sum float64
+				for _, amt := range v[2:] {
+					sum += amt
+				}
+				if v[1] != sum || len(v)-2 > accounting.SlidingSlots+1 || len(v) < 3 {
+					t.Fatalf("step %d: sliding window %s: %v", step, c.Key, v)
+				}
+			}
+		}
+		switch op := rng.IntN(12); {
 		case op < 2: // let time pass: often a little, sometimes a lot
 			var d time.Duration
-			switch rng.IntN(4) {
+			switch rng.IntN(40) {
 			case 0:
+				// About the record TTL: records and tombstones expire.
+				d = accounting.RecordTTL + time.Duration(rng.IntN(60)-30)*time.Second
+			case 1, 2, 3, 4, 5, 6, 7, 8, 9:
 				d = time.Duration(rng.IntN(1000)) * time.Microsecond
-			case 1, 2:
+			case 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29:
 				d = time.Duration(rng.IntN(2000)) * time.Millisecond
 			default:
 				d = time.Duration(rng.IntN(15)) * time.Second
@@ -108,6 +133,42 @@ func compareWithMemstore(t *testing.T, rs *Store, seed uint64, steps int) {
 			if want.Admitted {
 				open = append(open, held{req: req, res: want})
 			}
+		case op < 9: // release an open reservation, a settled one, or one not yet made
+			var req accounting.ReserveRequest
+			fresh := false
+			switch r := rng.IntN(4); {
+			case r < 2 && len(open) > 0:
+				i := rng.IntN(len(open))
+				req = open[i].req
+				open = append(open[:i], open[i+1:]...)
+			case r == 2 && len(settled) > 0:
+				req = settled[rng.IntN(len(settled))].req
+			default:
+				req = accounting.ReserveRequest{ID: fmt.Sprintf("r%d", step)}
+				for range 1 + rng.IntN(3) {
+					req.Items = append(req.Items, accounting.ReserveItem{Counter: counters[rng.IntN(len(counters))], Amount: int64(rng.IntN(45))})
+				}
+				fresh = true
+			}
+			want, err := ms.Release(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := rs.Release(ctx, req)
+			if err != nil || got != want {
+				t.Fatalf("step %d: Release %s: got %v, %v; want %v", step, req.ID, got, err, want)
+			}
+			if fresh && rng.IntN(2) == 0 {
+				// The reservation arrives after its release.
+				wantRes, wantErr := ms.Reserve(ctx, req)
+				if wantErr != nil && !errors.Is(wantErr, accounting.ErrReleased) {
+					t.Fatal(wantErr)
+				}
+				gotRes, gotErr := rs.Reserve(ctx, req)
+				if !errors.Is(gotErr, wantErr) || (wantErr == nil && !sameResult(gotRes, wantRes)) {
+					t.Fatalf("step %d: Reserve after its release: got %+v, %v; want %+v, %v", step, gotRes, gotErr, wantRes, wantErr)
+				}
+			}
 		default: // settle an open reservation, or repeat an old one
 			var sr accounting.SettleRequest
 			switch {
@@ -131,11 +192,12 @@ func compareWithMemstore(t *testing.T, rs *Store, seed uint64, steps int) {
 			default:
 				continue
 			}
-			if err := ms.Settle(ctx, sr); err != nil {
-				t.Fatal(err)
+			want := ms.Settle(ctx, sr)
+			if want != nil && !errors.Is(want, accounting.ErrNoReservation) {
+				t.Fatal(want)
 			}
-			if err := rs.Settle(ctx, sr); err != nil {
-				t.Fatalf("step %d: Settle: %v", step, err)
+			if got := rs.Settle(ctx, sr); !errors.Is(got, want) {
+				t.Fatalf("step %d: Settle: got %v, want %v", step, got, want)
 			}
 		}
 	}

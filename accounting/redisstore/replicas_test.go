@@ -300,20 +300,21 @@ func TestLimiterReplicas(t *testing.T) {
 	check("cost", fixedUsed(t, admin, limits[3].Counter(attrs).Key), wantCost.Load())
 }
 
-// slidingUsed sums a sliding window counter's slots straight from Redis.
+// slidingUsed sums a sliding window counter's slots straight from Redis
+// (the newest slot's index, the total, then the slots' amounts), and
+// checks the total it keeps.
 func slidingUsed(t testing.TB, admin *redis.Client, key string) int64 {
 	t.Helper()
-	vals, err := admin.HVals(context.Background(), key).Result()
-	if err != nil {
-		t.Fatalf("HVALS %s: %v", key, err)
+	v := packedValue(t, admin, key)
+	if v == nil {
+		return 0
 	}
 	var sum int64
-	for _, v := range vals {
-		var n int64
-		if _, err := fmt.Sscan(v, &n); err != nil {
-			t.Fatalf("slot amount %q: %v", v, err)
-		}
-		sum += n
+	for _, amt := range v[2:] {
+		sum += int64(amt)
+	}
+	if int64(v[1]) != sum {
+		t.Errorf("sliding window %s: total %d, slots sum to %d", key, int64(v[1]), sum)
 	}
 	return sum
 }

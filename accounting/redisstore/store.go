@@ -3,10 +3,8 @@ package redisstore
 import (
 	"context"
 	"crypto/tls"
-	_ "embed"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -17,34 +15,9 @@ import (
 	"github.com/tokenwarden/tokenwarden/accounting"
 )
 
-// The scripts share counter.lua, the algorithms' arithmetic, so that a
-// reservation and a settlement can never disagree about a counter.
-var (
-	//go:embed counter.lua
-	counterLua string
-	//go:embed reserve.lua
-	reserveLua string
-	//go:embed settle.lua
-	settleLua string
-
-	// reserveScript and settleScript run by EVALSHA, falling back to EVAL
-	// (which caches them again) when Redis does not know them, e.g. after a
-	// restart or SCRIPT FLUSH.
-	reserveScript = redis.NewScript(counterLua + reserveLua)
-	settleScript  = redis.NewScript(counterLua + settleLua)
-)
-
 // DefaultTimeout bounds each store call when [Options.Timeout] is zero. It
 // matches the Limiter's default store timeout.
 const DefaultTimeout = 50 * time.Millisecond
-
-// SettledKeyPrefix starts the key that remembers a settled reservation ID
-// (followed by the ID) for [accounting.SettledTTL].
-const SettledKeyPrefix = accounting.KeyPrefix + "settled:"
-
-// maxExact bounds every integer sent to the scripts: Lua numbers are
-// doubles, exact up to 2^53 (9e15 tokens, or 9e9 USD in micro-dollars).
-const maxExact = 1 << 53
 
 // Options configure a Store built by [New]. One of URL, SentinelMasterName
 // with SentinelAddrs, or ClusterAddrs with HashTag is required.
@@ -288,144 +261,6 @@ func (s *Store) Client() redis.UniversalClient { return s.client }
 // RedisKey returns the Redis key under which the Store keeps the counter
 // with key counterKey: counterKey itself, behind the hash tag if any.
 func (s *Store) RedisKey(counterKey string) string { return s.prefix + counterKey }
-
-// unavailable marks err as a store failure so that the Limiter applies
-// each limit's on_store_error.
-func unavailable(err error) error {
-	return fmt.Errorf("%w: %w", accounting.ErrStoreUnavailable, err)
-}
-
-// counterArgs appends the algorithm code, limit, capacity and period that
-// the scripts take for c.
-func counterArgs(args []any, c *accounting.Counter) ([]any, error) {
-	var alg string
-	var period int64
-	switch c.Algorithm {
-	case accounting.FixedWindow:
-		alg, period = "f", c.Window.Microseconds()
-		if c.Calendar == accounting.CalendarMonth {
-			alg, period = "m", 1
-		}
-	case accounting.SlidingWindow:
-		alg, period = "s", accounting.SlotLength(c)
-	case accounting.TokenBucket:
-		alg, period = "b", c.Window.Microseconds()
-	default:
-		return nil, fmt.Errorf("redisstore: counter %q: unknown algorithm %v", c.Key, c.Algorithm)
-	}
-	if period <= 0 {
-		return nil, fmt.Errorf("redisstore: counter %q: window %v is too short", c.Key, c.Window)
-	}
-	limit, capacity := c.Limit, c.Capacity()
-	if err := exact(c.Key, limit, capacity); err != nil {
-		return nil, err
-	}
-	return append(args, alg, limit, capacity, period), nil
-}
-
-// exact reports an error for numbers a Lua double could not hold exactly.
-func exact(key string, vals ...int64) error {
-	for _, v := range vals {
-		if v > maxExact || v < -maxExact {
-			return fmt.Errorf("redisstore: counter %q: %d is out of range (|x| <= 2^53)", key, v)
-		}
-	}
-	return nil
-}
-
-// head returns the script arguments that precede the items'.
-func (s *Store) head(args []any) []any {
-	var clock any = s.offset.Load()
-	if f := s.frozen.Load(); f != 0 {
-		clock = "@" + strconv.FormatInt(f, 10)
-	}
-	return append(args, clock, int64(accounting.SlidingSlots), accounting.SettledTTL.Microseconds())
-}
-
-const (
-	headArgs   = 3
-	reserveArg = 5 // script arguments per reserved item
-	settleArg  = 7 // per settled item
-	stateVals  = 6 // integers per item state in reserve's reply
-)
-
-// Reserve implements [accounting.Store] with one script call.
-func (s *Store) Reserve(ctx context.Context, req accounting.ReserveRequest) (accounting.ReserveResult, error) {
-	n := len(req.Items)
-	res := accounting.ReserveResult{States: make([]accounting.CounterState, n)}
-	if n == 0 {
-		// Nothing to check; the same answer memstore gives.
-		res.Admitted = true
-		return res, nil
-	}
-	keys := make([]string, n)
-	args := s.head(make([]any, 0, headArgs+reserveArg*n))
-	var err error
-	for i := range req.Items {
-		it := &req.Items[i]
-		keys[i] = s.prefix + it.Key
-		if args, err = counterArgs(args, &it.Counter); err != nil {
-			return accounting.ReserveResult{}, err
-		}
-		if err := exact(it.Key, it.Amount); err != nil {
-			return accounting.ReserveResult{}, err
-		}
-		args = append(args, it.Amount)
-	}
-
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	vals, err := reserveScript.Run(ctx, s.client, keys, args...).Int64Slice()
-	if err != nil {
-		return accounting.ReserveResult{}, unavailable(err)
-	}
-	if len(vals) != 1+stateVals*n {
-		return accounting.ReserveResult{}, unavailable(fmt.Errorf("reserve script answered %d values for %d items", len(vals), n))
-	}
-	res.Admitted = vals[0] == 1
-	for i := range res.States {
-		v := vals[1+stateVals*i:]
-		res.States[i] = accounting.CounterState{
-			Remaining:  v[0],
-			Reset:      accounting.Micros(v[1]),
-			Fits:       v[2] == 1,
-			RetryAfter: accounting.Micros(v[3]),
-			NeverFits:  v[4] == 1,
-			Mark:       v[5],
-		}
-	}
-	return res, nil
-}
-
-// Settle implements [accounting.Store] with one script call. The script
-// first checks and sets the reservation's settled marker, in the same
-// atomic step as the corrections, so a settlement retried after an
-// ambiguous failure (it did land, the answer was lost) is a no-op.
-func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error {
-	n := len(req.Items)
-	keys := make([]string, 1, 1+n)
-	keys[0] = s.prefix + SettledKeyPrefix + req.ID
-	args := s.head(make([]any, 0, headArgs+settleArg*n))
-	var err error
-	for i := range req.Items {
-		it := &req.Items[i]
-		keys = append(keys, s.prefix+it.Key)
-		if args, err = counterArgs(args, &it.Counter); err != nil {
-			return err
-		}
-		if err := exact(it.Key, it.Reserved, it.Actual, it.Mark); err != nil {
-			return err
-		}
-		args = append(args, it.Reserved, it.Actual, it.Mark)
-	}
-
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	if err := settleScript.Run(ctx, s.client, keys, args...).Err(); err != nil {
-		return unavailable(err)
-	}
-	return nil
-}
 
 // Ping implements [accounting.Store]: a PING within the Store's timeout.
 func (s *Store) Ping(ctx context.Context) error {

@@ -2,7 +2,10 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +87,19 @@ func harness(t *testing.T, s *Store) storetest.Harness {
 			}
 			return d, true
 		},
+		Record: func(id string) bool {
+			// The record's own time decides, on the Store's clock (as
+			// the functions do); PX only reclaims it on Redis's.
+			b, err := s.client.Get(context.Background(), s.recordKey(id)).Bytes()
+			if errors.Is(err, redis.Nil) {
+				return false
+			}
+			if err != nil || len(b) != 8 {
+				t.Fatalf("record %s: %q, %v", id, b, err)
+			}
+			at := int64(math.Abs(math.Float64frombits(binary.LittleEndian.Uint64(b))))
+			return at+accounting.RecordTTL.Microseconds() > storeNow(t, s).UnixMicro()
+		},
 		// Redis's clock keeps running during a test.
 		Tolerance: 250 * time.Millisecond,
 	}
@@ -118,6 +134,9 @@ func TestContractHashTag(t *testing.T) {
 	if err != nil || !res.Admitted {
 		t.Fatalf("reserve: admitted %v, err %v", res.Admitted, err)
 	}
+	if n, err := admin.Exists(context.Background(), "{tw}"+RecordKeyPrefix+"t1").Result(); err != nil || n != 1 {
+		t.Errorf("record behind the hash tag: got %d (err %v), want 1", n, err)
+	}
 	err = s.Settle(context.Background(), accounting.SettleRequest{ID: "t1", Items: []accounting.SettleItem{{Counter: c, Reserved: 5, Actual: 3, Mark: res.States[0].Mark}}})
 	if err != nil {
 		t.Fatalf("Settle: %v", err)
@@ -126,8 +145,8 @@ func TestContractHashTag(t *testing.T) {
 	if err != nil {
 		t.Fatalf("KEYS: %v", err)
 	}
-	if len(keys) != 2 {
-		t.Errorf("keys: got %q, want a counter and a settled marker", keys)
+	if len(keys) != 1 {
+		t.Errorf("keys: got %q, want only the counter (the settlement deleted the record)", keys)
 	}
 	for _, k := range keys {
 		if !strings.HasPrefix(k, "{tw}"+accounting.KeyPrefix) {
@@ -198,25 +217,43 @@ func TestURLSettings(t *testing.T) {
 	}
 }
 
-// TestScriptFlushed shows the EVALSHA fallback: after SCRIPT FLUSH (as
-// after a restart) the next call loads the script again and succeeds.
-func TestScriptFlushed(t *testing.T) {
+// TestLibraryFlushed shows the reload: after FUNCTION FLUSH (as after a
+// restart without persistence) the next call of each function loads the
+// library again and succeeds, and a library already there (loaded by
+// another replica) is used as it is.
+func TestLibraryFlushed(t *testing.T) {
 	srv := redistest.Start(t)
 	s := newStore(t, srv, Options{})
+	other := newStore(t, srv, Options{})
 	admin := adminClient(t, srv)
+	ctx := context.Background()
 	c := fixedCounter("flush", 10, time.Hour)
 	for i := range 2 {
-		if err := admin.ScriptFlush(context.Background()).Err(); err != nil {
-			t.Fatalf("SCRIPT FLUSH: %v", err)
+		if err := admin.FunctionFlush(ctx).Err(); err != nil {
+			t.Fatalf("FUNCTION FLUSH: %v", err)
 		}
-		res, err := s.Reserve(context.Background(), accounting.ReserveRequest{ID: "r", Items: []accounting.ReserveItem{{Counter: c, Amount: 1}}})
+		id := fmt.Sprint("r", i)
+		res, err := s.Reserve(ctx, accounting.ReserveRequest{ID: id, Items: []accounting.ReserveItem{{Counter: c, Amount: 2}}})
 		if err != nil || !res.Admitted {
-			t.Fatalf("reserve %d after SCRIPT FLUSH: admitted %v, err %v; want admitted", i, res.Admitted, err)
+			t.Fatalf("reserve %d after FUNCTION FLUSH: admitted %v, err %v; want admitted", i, res.Admitted, err)
+		}
+		if err := admin.FunctionFlush(ctx).Err(); err != nil {
+			t.Fatalf("FUNCTION FLUSH: %v", err)
+		}
+		if err := s.Settle(ctx, accounting.SettleRequest{ID: id, Items: []accounting.SettleItem{{Counter: c, Reserved: 2, Actual: 1, Mark: res.States[0].Mark}}}); err != nil {
+			t.Fatalf("settle %d after FUNCTION FLUSH: %v", i, err)
+		}
+		// The other Store finds the library loaded.
+		if _, err := other.Release(ctx, accounting.ReserveRequest{ID: "never-" + id, Items: []accounting.ReserveItem{{Counter: c, Amount: 1}}}); err != nil {
+			t.Fatalf("release %d: %v", i, err)
 		}
 	}
-	exists, err := admin.ScriptExists(context.Background(), reserveScript.Hash()).Result()
-	if err != nil || !exists[0] {
-		t.Errorf("reserve script cached after fallback: got %v (err %v), want true", exists, err)
+	libs, err := admin.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: lib.name}).Result()
+	if err != nil || len(libs) != 1 || len(libs[0].Functions) != 3 {
+		t.Errorf("library after reloading: got %+v (err %v), want %s with three functions", libs, err, lib.name)
+	}
+	if used := fixedUsed(t, admin, c.Key); used != 2 {
+		t.Errorf("used: got %d, want 2 (two reservations of 2 settled to 1)", used)
 	}
 }
 
@@ -243,39 +280,56 @@ func TestOutOfRange(t *testing.T) {
 	}
 }
 
-// TestSettledMarker checks the marker that makes settling idempotent: it
-// lives as long as accounting.SettledTTL and a second settle changes
-// nothing.
-func TestSettledMarker(t *testing.T) {
+// TestRecord follows a reservation's record in Redis: written by the
+// reservation with accounting.RecordTTL, deleted by its settlement, so
+// that settling again changes nothing and nothing is left behind.
+func TestRecord(t *testing.T) {
 	srv := redistest.Start(t)
 	s := newStore(t, srv, Options{})
 	admin := adminClient(t, srv)
-	c := fixedCounter("marker", 100, time.Hour)
-	res, err := s.Reserve(context.Background(), accounting.ReserveRequest{ID: "res-1", Items: []accounting.ReserveItem{{Counter: c, Amount: 50}}})
+	ctx := context.Background()
+	c := fixedCounter("record", 100, time.Hour)
+	res, err := s.Reserve(ctx, accounting.ReserveRequest{ID: "res-1", Items: []accounting.ReserveItem{{Counter: c, Amount: 50}}})
 	if err != nil || !res.Admitted {
 		t.Fatalf("reserve: admitted %v, err %v", res.Admitted, err)
 	}
-	req := accounting.SettleRequest{ID: "res-1", Items: []accounting.SettleItem{{Counter: c, Reserved: 50, Actual: 20, Mark: res.States[0].Mark}}}
-	for range 3 {
-		if err := s.Settle(context.Background(), req); err != nil {
-			t.Fatalf("Settle: %v", err)
-		}
-	}
-	ttl, err := admin.PTTL(context.Background(), SettledKeyPrefix+"res-1").Result()
+	ttl, err := admin.PTTL(ctx, RecordKeyPrefix+"res-1").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ttl <= accounting.SettledTTL-time.Minute || ttl > accounting.SettledTTL {
-		t.Errorf("marker TTL: got %v, want about %v", ttl, accounting.SettledTTL)
+	if ttl <= accounting.RecordTTL-time.Minute || ttl > accounting.RecordTTL {
+		t.Errorf("record TTL: got %v, want about %v", ttl, accounting.RecordTTL)
+	}
+	rejected, err := s.Reserve(ctx, accounting.ReserveRequest{ID: "res-2", Items: []accounting.ReserveItem{{Counter: c, Amount: 51}}})
+	if err != nil || rejected.Admitted {
+		t.Fatalf("reserve over the limit: admitted %v, err %v", rejected.Admitted, err)
+	}
+	if n := admin.Exists(ctx, RecordKeyPrefix+"res-2").Val(); n != 0 {
+		t.Errorf("a rejected reservation left a record")
+	}
+	req := accounting.SettleRequest{ID: "res-1", Items: []accounting.SettleItem{{Counter: c, Reserved: 50, Actual: 20, Mark: res.States[0].Mark}}}
+	if err := s.Settle(ctx, req); err != nil {
+		t.Fatalf("Settle: %v", err)
+	}
+	for range 2 {
+		if err := s.Settle(ctx, req); !errors.Is(err, accounting.ErrNoReservation) {
+			t.Errorf("Settle again: got %v, want ErrNoReservation", err)
+		}
 	}
 	if used := fixedUsed(t, admin, c.Key); used != 20 {
 		t.Errorf("used after three settles: got %d, want 20", used)
 	}
+	keys, err := admin.Keys(ctx, "*").Result()
+	if err != nil || len(keys) != 1 || keys[0] != c.Key {
+		t.Errorf("keys after settling: got %q (err %v), want only the counter", keys, err)
+	}
 }
 
-// TestCalendarMonthMatchesGo runs the script's calendar arithmetic at
+// TestCalendarMonthMatchesGo runs the library's calendar arithmetic at
 // exact instants (the frozen test clock) across three centuries, month
-// edges and leap days, against accounting.FixedWindowAt.
+// edges and leap days, against accounting.FixedWindowAt. The reservations
+// never fit: a rejection's window and reset come from the Lua (an
+// admission's are derived in Go from the store's time).
 func TestCalendarMonthMatchesGo(t *testing.T) {
 	srv := redistest.Start(t)
 	s := newStore(t, srv, Options{})
@@ -298,9 +352,9 @@ func TestCalendarMonthMatchesGo(t *testing.T) {
 	for _, at := range instants {
 		now := at.UnixMicro()
 		s.frozen.Store(now)
-		res, err := s.Reserve(context.Background(), accounting.ReserveRequest{ID: "m", Items: []accounting.ReserveItem{{Counter: c, Amount: 0}}})
-		if err != nil {
-			t.Fatalf("Reserve at %v: %v", at, err)
+		res, err := s.Reserve(context.Background(), accounting.ReserveRequest{ID: "m", Items: []accounting.ReserveItem{{Counter: c, Amount: 11}}})
+		if err != nil || res.Admitted {
+			t.Fatalf("Reserve at %v: admitted %v, err %v; want a rejection", at, res.Admitted, err)
 		}
 		idx, end := accounting.FixedWindowAt(&c, now)
 		st := res.States[0]
@@ -318,11 +372,35 @@ func fixedCounter(name string, limit int64, window time.Duration) accounting.Cou
 // fixedUsed reads a fixed window counter's usage straight from Redis.
 func fixedUsed(t testing.TB, admin *redis.Client, key string) int64 {
 	t.Helper()
-	u, err := admin.HGet(context.Background(), key, "u").Int64()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		t.Fatalf("HGET %s u: %v", key, err)
+	v := packedValue(t, admin, key)
+	if v == nil {
+		return 0
 	}
-	return u
+	if len(v) != 2 {
+		t.Fatalf("fixed window %s: got %v, want a window and a usage", key, v)
+	}
+	return int64(v[1])
+}
+
+// packedValue reads a counter straight from Redis: the doubles packed in
+// it (see library.lua), or nil if there is no key.
+func packedValue(t testing.TB, admin *redis.Client, key string) []float64 {
+	t.Helper()
+	b, err := admin.Get(context.Background(), key).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("GET %s: %v", key, err)
+	}
+	if len(b)%8 != 0 {
+		t.Fatalf("counter %s: %d bytes, not packed doubles", key, len(b))
+	}
+	v := make([]float64, len(b)/8)
+	for i := range v {
+		v[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	return v
 }
 
 // TestSentinel finds the master through Redis Sentinel.

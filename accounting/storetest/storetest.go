@@ -1,11 +1,12 @@
 // Package storetest is the contract suite every accounting.Store must pass,
 // in the spirit of testing/slogtest: a backend's own test calls [Run] with
-// a constructor, and the suite pins the algorithms, atomicity, settlement
-// and expiry so that a limit behaves the same on every store.
+// a constructor, and the suite pins the algorithms, atomicity, settlement,
+// release and expiry so that a limit behaves the same on every store.
 package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,9 @@ type Harness struct {
 	// TTL returns how long the store will keep key while it stays idle,
 	// and whether the key exists at all.
 	TTL func(key string) (time.Duration, bool)
+	// Record reports whether the store holds a record (or a release's
+	// tombstone) for reservation id that still counts by its clock.
+	Record func(id string) bool
 	// Tolerance is how far durations the store reports may stray from
 	// the exact figure, for stores whose clock keeps running during a
 	// test (Redis). Zero means exact.
@@ -49,6 +53,13 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"Refund", testRefund},
 		{"ExtraCharge", testExtraCharge},
 		{"SettleIsIdempotent", testSettleIdempotent},
+		{"SettleRacesItsRetry", testSettleRace},
+		{"SettleWithoutReservation", testSettleWithoutReservation},
+		{"Records", testRecords},
+		{"RecordExpires", testRecordExpires},
+		{"Release", testRelease},
+		{"ReleaseBeforeReserve", testReleaseBeforeReserve},
+		{"ReleaseAfterRollover", testReleaseAfterRollover},
 		{"SettleAfterFixedRollover", testSettleAfterFixedRollover},
 		{"SettleAfterSlidingRollover", testSettleAfterSlidingRollover},
 		{"TokenBucketRefundCapped", testTokenBucketRefundCapped},
@@ -111,17 +122,40 @@ func mustReject(t *testing.T, h Harness, c accounting.Counter, amount int64) acc
 	return res.States[0]
 }
 
-// settle settles the single-item reservation req with actual.
+// settle settles the reservation req with one actual amount per item.
 func settle(t *testing.T, h Harness, req accounting.ReserveRequest, res accounting.ReserveResult, actual ...int64) {
 	t.Helper()
+	if err := h.Store.Settle(context.Background(), settleRequest(req, res, actual...)); err != nil {
+		t.Fatalf("Settle: %v", err)
+	}
+}
+
+func settleRequest(req accounting.ReserveRequest, res accounting.ReserveResult, actual ...int64) accounting.SettleRequest {
 	sr := accounting.SettleRequest{ID: req.ID}
 	for i, it := range req.Items {
 		sr.Items = append(sr.Items, accounting.SettleItem{
 			Counter: it.Counter, Reserved: it.Amount, Actual: actual[i], Mark: res.States[i].Mark,
 		})
 	}
-	if err := h.Store.Settle(context.Background(), sr); err != nil {
-		t.Fatalf("Settle: %v", err)
+	return sr
+}
+
+// release releases req and checks whether it found the reservation.
+func release(t *testing.T, h Harness, req accounting.ReserveRequest, want bool) {
+	t.Helper()
+	released, err := h.Store.Release(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if released != want {
+		t.Fatalf("Release %s: got released %v, want %v", req.ID, released, want)
+	}
+}
+
+func assertRecord(t *testing.T, h Harness, id string, want bool) {
+	t.Helper()
+	if got := h.Record(id); got != want {
+		t.Errorf("record of %s: got %v, want %v", id, got, want)
 	}
 }
 
@@ -317,11 +351,196 @@ func testSettleIdempotent(t *testing.T, h Harness) {
 	c := counter("idem", accounting.FixedWindow, 100, time.Hour)
 	res, req := reserve(t, h, item(c, 50))
 	settle(t, h, req, res, 10)
-	settle(t, h, req, res, 10)
-	settle(t, h, req, res, 10)
+	// The same settlement again, as a retry after an ambiguous failure
+	// sends it: no record, no change.
+	for range 2 {
+		if err := h.Store.Settle(context.Background(), settleRequest(req, res, 10)); !errors.Is(err, accounting.ErrNoReservation) {
+			t.Errorf("settling again: got %v, want ErrNoReservation", err)
+		}
+	}
 	// One refund of 40: 10 used.
 	st := mustAdmit(t, h, c, 90)
 	assertRemaining(t, st, 0)
+}
+
+// testSettleRace sends one settlement many times at once, as a retry can
+// race the attempt it repeats: exactly one applies.
+func testSettleRace(t *testing.T, h Harness) {
+	for _, alg := range []accounting.Algorithm{accounting.FixedWindow, accounting.SlidingWindow, accounting.TokenBucket} {
+		t.Run(alg.String(), func(t *testing.T) {
+			c := counter("race-"+alg.String(), alg, 1000, time.Hour)
+			res, req := reserve(t, h, item(c, 100))
+			sr := settleRequest(req, res, 300) // an extra charge of 200 each time it applies
+			const racers = 16
+			var applied, none atomic.Int32
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for range racers {
+				wg.Go(func() {
+					<-start
+					switch err := h.Store.Settle(context.Background(), sr); {
+					case err == nil:
+						applied.Add(1)
+					case errors.Is(err, accounting.ErrNoReservation):
+						none.Add(1)
+					default:
+						t.Errorf("Settle: %v", err)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			if applied.Load() != 1 || none.Load() != racers-1 {
+				t.Errorf("settlements: got %d applied and %d without a record, want 1 and %d", applied.Load(), none.Load(), racers-1)
+			}
+			st := mustAdmit(t, h, c, 700)
+			assertRemaining(t, st, 0)
+		})
+	}
+}
+
+func testSettleWithoutReservation(t *testing.T, h Harness) {
+	c := counter("unknown", accounting.FixedWindow, 100, time.Hour)
+	mustAdmit(t, h, c, 50)
+	sr := accounting.SettleRequest{ID: newID(), Items: []accounting.SettleItem{{Counter: c, Reserved: 50, Actual: 0}}}
+	if err := h.Store.Settle(context.Background(), sr); !errors.Is(err, accounting.ErrNoReservation) {
+		t.Errorf("Settle of a reservation never made: got %v, want ErrNoReservation", err)
+	}
+	st := mustReject(t, h, c, 51)
+	assertRemaining(t, st, 50)
+}
+
+// testRecords pins what a store keeps per reservation: a record while it
+// is in flight, nothing once it is settled (even by a settlement equal to
+// its estimate, which changes no counter), nothing for a rejection.
+func testRecords(t *testing.T, h Harness) {
+	c := counter("records", accounting.FixedWindow, 100, time.Hour)
+	res, req := reserve(t, h, item(c, 60))
+	assertRecord(t, h, req.ID, true)
+	settle(t, h, req, res, 70)
+	assertRecord(t, h, req.ID, false)
+
+	res, req = reserve(t, h, item(c, 20))
+	assertRecord(t, h, req.ID, true)
+	settle(t, h, req, res, 20)
+	assertRecord(t, h, req.ID, false)
+
+	res, req = reserve(t, h, item(c, 21))
+	if res.Admitted {
+		t.Fatal("admitted over the limit")
+	}
+	assertRecord(t, h, req.ID, false)
+	st := mustReject(t, h, c, 11)
+	assertRemaining(t, st, 10)
+}
+
+// testRecordExpires settles after accounting.RecordTTL: the record is gone,
+// the settlement changes nothing, the estimate stays charged.
+func testRecordExpires(t *testing.T, h Harness) {
+	c := counter("expires", accounting.FixedWindow, 100, 24*time.Hour)
+	alignTo(h, 24*time.Hour, time.Hour)
+	res, req := reserve(t, h, item(c, 60))
+	h.Advance(accounting.RecordTTL - time.Second)
+	assertRecord(t, h, req.ID, true)
+	h.Advance(2 * time.Second)
+	assertRecord(t, h, req.ID, false)
+	if err := h.Store.Settle(context.Background(), settleRequest(req, res, 10)); !errors.Is(err, accounting.ErrNoReservation) {
+		t.Errorf("settling after the record TTL: got %v, want ErrNoReservation", err)
+	}
+	st := mustReject(t, h, c, 41)
+	assertRemaining(t, st, 40)
+}
+
+// testRelease undoes reservations whose answer was lost: every item is
+// refunded once, and the reservation can no longer be settled.
+func testRelease(t *testing.T, h Harness) {
+	for _, alg := range []accounting.Algorithm{accounting.FixedWindow, accounting.SlidingWindow, accounting.TokenBucket} {
+		t.Run(alg.String(), func(t *testing.T) {
+			c := counter("release-"+alg.String(), alg, 100, time.Hour)
+			other := counter("release-other-"+alg.String(), alg, 1000, time.Hour)
+			res, req := reserve(t, h, item(c, 80), item(other, 80))
+			if !res.Admitted {
+				t.Fatal("rejected")
+			}
+			release(t, h, req, true)
+			assertRecord(t, h, req.ID, false)
+			if err := h.Store.Settle(context.Background(), settleRequest(req, res, 0, 0)); !errors.Is(err, accounting.ErrNoReservation) {
+				t.Errorf("settling a released reservation: got %v, want ErrNoReservation", err)
+			}
+			mustAdmit(t, h, c, 100)
+			mustAdmit(t, h, other, 1000)
+			// Releasing again refunds nothing.
+			release(t, h, req, false)
+			mustReject(t, h, c, 1)
+			mustReject(t, h, other, 1)
+		})
+	}
+	t.Run("rejected", func(t *testing.T) {
+		c := counter("release-rejected", accounting.FixedWindow, 100, time.Hour)
+		mustAdmit(t, h, c, 60)
+		res, req := reserve(t, h, item(c, 50))
+		if res.Admitted {
+			t.Fatal("admitted over the limit")
+		}
+		release(t, h, req, false)
+		st := mustReject(t, h, c, 41)
+		assertRemaining(t, st, 40)
+	})
+}
+
+// testReleaseBeforeReserve delivers a release before the reservation it
+// releases, as two connections may: the tombstone makes the reservation
+// charge nothing, until it expires with accounting.RecordTTL.
+func testReleaseBeforeReserve(t *testing.T, h Harness) {
+	c := counter("overtaken", accounting.FixedWindow, 100, 24*time.Hour)
+	alignTo(h, 24*time.Hour, time.Hour)
+	req := accounting.ReserveRequest{ID: newID(), Items: []accounting.ReserveItem{item(c, 70)}}
+	release(t, h, req, false)
+	assertRecord(t, h, req.ID, true)
+	if _, err := h.Store.Reserve(context.Background(), req); !errors.Is(err, accounting.ErrReleased) {
+		t.Fatalf("Reserve after its release: got %v, want ErrReleased", err)
+	}
+	st := mustAdmit(t, h, c, 100)
+	assertRemaining(t, st, 0)
+	// A reservation that does not fit is rejected as usual: the
+	// tombstone only stops a charge.
+	res, err := h.Store.Reserve(context.Background(), req)
+	if err != nil || res.Admitted {
+		t.Errorf("Reserve over the limit after its release: got admitted %v, err %v; want a rejection", res.Admitted, err)
+	}
+
+	c2 := counter("overtaken-late", accounting.FixedWindow, 100, 24*time.Hour)
+	req = accounting.ReserveRequest{ID: newID(), Items: []accounting.ReserveItem{item(c2, 70)}}
+	release(t, h, req, false)
+	h.Advance(accounting.RecordTTL + time.Second)
+	if res, err := h.Store.Reserve(context.Background(), req); err != nil || !res.Admitted {
+		t.Errorf("Reserve after the tombstone expired: got admitted %v, err %v; want admitted", res.Admitted, err)
+	}
+}
+
+// testReleaseAfterRollover releases reservations whose window moved on:
+// the refund follows settlement's rules (the booked window or slot, and
+// nothing once it is gone).
+func testReleaseAfterRollover(t *testing.T, h Harness) {
+	t.Run("fixed", func(t *testing.T) {
+		c := counter("release-roll-fixed", accounting.FixedWindow, 100, 10*time.Second)
+		alignTo(h, 10*time.Second, 5*time.Second)
+		_, req := reserve(t, h, item(c, 60))
+		h.Advance(10 * time.Second)
+		release(t, h, req, true)
+		mustAdmit(t, h, c, 100)
+		mustReject(t, h, c, 1)
+	})
+	t.Run("sliding", func(t *testing.T) {
+		c := counter("release-roll-sliding", accounting.SlidingWindow, 100, 10*time.Second)
+		alignTo(h, time.Second, 100*time.Millisecond)
+		_, req := reserve(t, h, item(c, 60))
+		h.Advance(3 * time.Second)
+		mustAdmit(t, h, c, 40)
+		release(t, h, req, true)
+		mustAdmit(t, h, c, 60)
+		mustReject(t, h, c, 1)
+	})
 }
 
 func testSettleAfterFixedRollover(t *testing.T, h Harness) {
@@ -358,7 +577,7 @@ func testSettleAfterSlidingRollover(t *testing.T, h Harness) {
 func testTokenBucketRefundCapped(t *testing.T, h Harness) {
 	c := counter("bucket-cap", accounting.TokenBucket, 100, time.Hour)
 	res, req := reserve(t, h, item(c, 10))
-	h.Advance(time.Hour) // full again
+	h.Advance(10 * time.Minute) // full again (10 refill in 6 minutes)
 	settle(t, h, req, res, 0)
 	// The refund must not lift the bucket above its capacity.
 	mustAdmit(t, h, c, 100)

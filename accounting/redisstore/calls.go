@@ -1,0 +1,257 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+)
+
+// RecordKeyPrefix starts the key of a reservation's record (or a
+// release's tombstone), followed by the reservation ID.
+const RecordKeyPrefix = accounting.KeyPrefix + "r:"
+
+// maxExact bounds every integer sent to the functions: Lua numbers are
+// doubles, exact up to 2^53 (9e15 tokens, or 9e9 USD in micro-dollars).
+const maxExact = 1 << 53
+
+// The algorithm codes of library.lua.
+const (
+	codeFixed   = 0
+	codeMonth   = 1
+	codeSliding = 2
+	codeBucket  = 3
+)
+
+// The functions take their items as one string of little-endian doubles
+// (Redis parses one argument instead of five per item, and Lua converts no
+// text to numbers), and tw_reserve answers the same way.
+const (
+	counterNums  = 4 // per counter: algorithm code, limit, capacity, period
+	rejectedNums = 6 // per item in tw_reserve's answer to a rejection
+)
+
+// appendNum appends v as a little-endian double.
+func appendNum(b []byte, v int64) []byte {
+	return binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(v)))
+}
+
+// appendCounter appends the algorithm code, limit, capacity and period
+// (µs: the window, or a sliding window's slot) that the functions take for
+// c.
+func appendCounter(b []byte, c *accounting.Counter) ([]byte, error) {
+	var code, period int64
+	switch c.Algorithm {
+	case accounting.FixedWindow:
+		code, period = codeFixed, c.Window.Microseconds()
+		if c.Calendar == accounting.CalendarMonth {
+			code, period = codeMonth, 1
+		}
+	case accounting.SlidingWindow:
+		code, period = codeSliding, accounting.SlotLength(c)
+	case accounting.TokenBucket:
+		code, period = codeBucket, c.Window.Microseconds()
+	default:
+		return nil, fmt.Errorf("redisstore: counter %q: unknown algorithm %v", c.Key, c.Algorithm)
+	}
+	if period <= 0 {
+		return nil, fmt.Errorf("redisstore: counter %q: window %v is too short", c.Key, c.Window)
+	}
+	limit, capacity := c.Limit, c.Capacity()
+	if err := exact(c.Key, limit, capacity); err != nil {
+		return nil, err
+	}
+	b = appendNum(b, code)
+	b = appendNum(b, limit)
+	b = appendNum(b, capacity)
+	return appendNum(b, period), nil
+}
+
+// exact reports an error for numbers a Lua double could not hold exactly.
+func exact(key string, vals ...int64) error {
+	for _, v := range vals {
+		if v > maxExact || v < -maxExact {
+			return fmt.Errorf("redisstore: counter %q: %d is out of range (|x| <= 2^53)", key, v)
+		}
+	}
+	return nil
+}
+
+// clock is the functions' first argument: "0" (Redis's TIME) in
+// production; in the package's tests an offset or a frozen time.
+func (s *Store) clock() string {
+	if f := s.frozen.Load(); f != 0 {
+		return "@" + strconv.FormatInt(f, 10)
+	}
+	if o := s.offset.Load(); o != 0 {
+		return strconv.FormatInt(o, 10)
+	}
+	return "0"
+}
+
+// recordKey is the Redis key of reservation id's record.
+func (s *Store) recordKey(id string) string { return s.prefix + RecordKeyPrefix + id }
+
+// reserveArgs returns the keys (the items' counters, then the record) and
+// the packed items of req, for tw_reserve and tw_release alike.
+func (s *Store) reserveArgs(req *accounting.ReserveRequest) ([]string, []byte, error) {
+	n := len(req.Items)
+	keys := make([]string, n+1)
+	items := make([]byte, 0, 8*(counterNums+1)*n)
+	var err error
+	for i := range req.Items {
+		it := &req.Items[i]
+		keys[i] = s.prefix + it.Key
+		if items, err = appendCounter(items, &it.Counter); err != nil {
+			return nil, nil, err
+		}
+		if err := exact(it.Key, it.Amount); err != nil {
+			return nil, nil, err
+		}
+		items = appendNum(items, it.Amount)
+	}
+	keys[n] = s.recordKey(req.ID)
+	return keys, items, nil
+}
+
+// Reserve implements [accounting.Store] with one call of tw_reserve.
+func (s *Store) Reserve(ctx context.Context, req accounting.ReserveRequest) (accounting.ReserveResult, error) {
+	n := len(req.Items)
+	if n == 0 {
+		// Nothing to check, settle or release: the same answer memstore
+		// gives, without a record.
+		return accounting.ReserveResult{Admitted: true, States: []accounting.CounterState{}}, nil
+	}
+	keys, items, err := s.reserveArgs(&req)
+	if err != nil {
+		return accounting.ReserveResult{}, err
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	reply, err := s.fcall(ctx, lib.reserve, keys, s.clock(), items).Text()
+	if err != nil {
+		return accounting.ReserveResult{}, unavailable(err)
+	}
+	res := accounting.ReserveResult{States: make([]accounting.CounterState, n)}
+	switch {
+	case len(reply) == 8 && num(reply, 0) == -1:
+		return accounting.ReserveResult{}, accounting.ErrReleased
+	case len(reply) == 8*(2+n) && num(reply, 0) == 1:
+		res.Admitted = true
+		now := num(reply, 1)
+		for i := range res.States {
+			res.States[i] = admitted(&req.Items[i].Counter, numf(reply, 2+i), now)
+		}
+	case len(reply) == 8*(1+rejectedNums*n) && num(reply, 0) == 0:
+		for i := range res.States {
+			o := 1 + rejectedNums*i
+			res.States[i] = accounting.CounterState{
+				Remaining:  num(reply, o),
+				Reset:      accounting.Micros(num(reply, o+1)),
+				Fits:       num(reply, o+2) == 1,
+				RetryAfter: accounting.Micros(num(reply, o+3)),
+				NeverFits:  num(reply, o+4) == 1,
+				Mark:       num(reply, o+5),
+			}
+		}
+	default:
+		return accounting.ReserveResult{}, unavailable(fmt.Errorf("tw_reserve answered %d bytes for %d items", len(reply), n))
+	}
+	return res, nil
+}
+
+// admitted is the state of counter c after an admitted reservation, from
+// what tw_reserve answers: its level after the charge (the used amount,
+// or a bucket's tokens) and the store's time (µs). It is what memstore's
+// commit reports, from the same arithmetic.
+func admitted(c *accounting.Counter, level float64, now int64) accounting.CounterState {
+	st := accounting.CounterState{Fits: true}
+	switch c.Algorithm {
+	case accounting.TokenBucket:
+		st.Remaining = int64(math.Floor(level))
+		st.Reset = accounting.Micros(accounting.BucketFullIn(c, level))
+	case accounting.SlidingWindow:
+		slot := accounting.SlotLength(c)
+		cur := now / slot
+		st.Remaining = c.Limit - int64(level)
+		st.Reset = accounting.Micros((cur+accounting.SlidingSlots+1)*slot - now)
+		st.Mark = cur
+	default:
+		idx, end := accounting.FixedWindowAt(c, now)
+		st.Remaining = c.Limit - int64(level)
+		st.Reset = accounting.Micros(end - now)
+		st.Mark = idx
+	}
+	return st
+}
+
+// numf reads the i-th little-endian double of b.
+func numf(b string, i int) float64 {
+	var u uint64
+	for j := 8*i + 7; j >= 8*i; j-- {
+		u = u<<8 | uint64(b[j])
+	}
+	return math.Float64frombits(u)
+}
+
+// num reads the i-th little-endian double of b as an integer.
+func num(b string, i int) int64 { return int64(numf(b, i)) }
+
+// Settle implements [accounting.Store] with one call of tw_settle, which
+// applies the corrections only if the reservation's record exists and
+// deletes it in the same atomic step: a settlement retried after an
+// ambiguous failure (it did land, the answer was lost) finds no record
+// and is a no-op.
+func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error {
+	keys := make([]string, 0, len(req.Items)+1)
+	items := make([]byte, 0, 8*(counterNums+2)*len(req.Items))
+	var err error
+	for i := range req.Items {
+		it := &req.Items[i]
+		if it.Actual == it.Reserved {
+			// Nothing to book on this counter (the record still goes).
+			continue
+		}
+		delta := it.Actual - it.Reserved
+		if err := exact(it.Key, it.Reserved, it.Actual, delta, it.Mark); err != nil {
+			return err
+		}
+		keys = append(keys, s.prefix+it.Key)
+		if items, err = appendCounter(items, &it.Counter); err != nil {
+			return err
+		}
+		items = appendNum(items, delta)
+		items = appendNum(items, it.Mark)
+	}
+	keys = append(keys, s.recordKey(req.ID))
+
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	applied, err := s.fcall(ctx, lib.settle, keys, s.clock(), items).Int64()
+	if err != nil {
+		return unavailable(err)
+	}
+	if applied == 0 {
+		return accounting.ErrNoReservation
+	}
+	return nil
+}
+
+// Release implements [accounting.Store] with one call of tw_release.
+func (s *Store) Release(ctx context.Context, req accounting.ReserveRequest) (bool, error) {
+	keys, items, err := s.reserveArgs(&req)
+	if err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	released, err := s.fcall(ctx, lib.release, keys, s.clock(), items).Int64()
+	if err != nil {
+		return false, unavailable(err)
+	}
+	return released == 1, nil
+}

@@ -1,0 +1,411 @@
+-- counters.lua follows library.lua: the arithmetic of memstore's counters,
+-- for the general path of every function (fast_reserve and fast_settle in
+-- functions.lua repeat the common cases inline).
+
+-- Fixed windows and calendar months (UTC months, with Howard Hinnant's
+-- days <-> civil algorithms).
+
+local DAY = 86400000000
+
+local function civil_from_days(z)
+  z = z + 719468
+  local era = floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
+  local y = yoe + era * 400
+  local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
+  local mp = floor((5 * doy + 2) / 153)
+  local m
+  if mp < 10 then m = mp + 3 else m = mp - 9 end
+  if m <= 2 then y = y + 1 end
+  return y, m
+end
+
+local function days_from_civil(y, m, d)
+  if m <= 2 then y = y - 1 end
+  local era = floor(y / 400)
+  local yoe = y - era * 400
+  local mp
+  if m > 2 then mp = m - 3 else mp = m + 9 end
+  local doy = floor((153 * mp + 2) / 5) + d - 1
+  local doe = yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + doy
+  return era * 146097 + doe - 719468
+end
+
+-- The month last asked about: [month_from, month_to) and its index, so
+-- that the civil arithmetic runs once a month, not on every call.
+local month_from, month_to, month_idx = 0, 0, 0
+
+-- window is accounting.FixedWindowAt: the window holding t and its end.
+local function window(alg, p, t)
+  if alg == MONTH then
+    if t >= month_from and t < month_to then return month_idx, month_to end
+    local y, m = civil_from_days(floor(t / DAY))
+    local ny, nm = y, m + 1
+    if nm == 13 then ny, nm = y + 1, 1 end
+    month_from, month_to = days_from_civil(y, m, 1) * DAY, days_from_civil(ny, nm, 1) * DAY
+    month_idx = y * 12 + m - 1
+    return month_idx, month_to
+  end
+  local idx = t / p
+  idx = idx - idx % 1
+  return idx, (idx + 1) * p
+end
+
+-- roll moves a fixed window's state to the window holding now.
+local function roll(st)
+  local idx, e = window(st.alg, st.period, now)
+  if st.w ~= idx then
+    st.w, st.u, st.ttl = idx, 0, true
+  end
+  st.e = e
+  return idx, e
+end
+
+-- Token buckets refill limit per period: rate (st.rate) per µs.
+
+-- stale reports whether a bucket last written at time at, holding t, is
+-- full again by now: memstore's expiry, at + full_in, is past. As now - at
+-- is an integer, at + ceil(x) <= now exactly when x <= now - at.
+local function stale(t, at, cap, rate)
+  if t >= cap then return at <= now end
+  return (cap - t) / rate <= now - at
+end
+
+-- bucket_write writes a bucket holding t, last refilled at at, whose key
+-- the stored keep says is kept until then (new: whether it has no key).
+-- The key's expiry is memstore's (full_in from now) made a tenth of the
+-- period longer, and only moved when it falls short, so that a busy
+-- bucket sets it once per tenth of its capacity, not per charge.
+local function bucket_write(key, t, at, keep, new, cap, rate, period)
+  if t >= cap then
+    -- Full: the same as no key at all.
+    call('DEL', key)
+    return
+  end
+  local x = (cap - t) / rate
+  if not new and x <= keep - now then
+    call('SET', key, spack('<ddd', t, at, keep), 'KEEPTTL')
+    return
+  end
+  local life = ceiling(x) + period / SLOTS
+  keep = now + life
+  call('SET', key, spack('<ddd', t, at, keep - keep % 1), 'PX', px(life))
+end
+
+-- full_in is memstore's bucketFullIn: µs until the bucket is full.
+local function full_in(st, tokens)
+  local missing = st.cap - tokens
+  if missing <= 0 then return 0 end
+  return ceiling(missing / st.rate)
+end
+
+local function refill(st)
+  local at = st.at
+  if now > at then
+    local t = st.t + (now - at) * st.rate
+    if t > st.cap then t = st.cap end
+    st.t, st.at = t, now
+  end
+end
+
+-- Sliding windows. A state holds n (the newest slot, false if none),
+-- total, head (slot n's amount) and raw (the value as stored); a charge to
+-- slot n needs no more. Anything else expands the slots into a: a[j] is
+-- the amount of slot n-j+1 for j = 1..m.
+
+-- expand fills in a sliding window's slots.
+local function expand(st)
+  if st.a then return st.a end
+  local a, m = {}, 0
+  if st.n then
+    m = st.m
+    a = { sunpack(FMT[m + 2] or fmt(m + 2), st.raw) }
+    for j = 1, m do a[j] = a[j + 2] end
+    a[m + 1], a[m + 2], a[m + 3] = nil, nil, nil
+  end
+  st.a, st.m = a, m
+  return a
+end
+
+-- used returns how much of a sliding window counts at slot cur: its
+-- slots from cur-SLOTS on.
+local function used(st, cur)
+  local n = st.n
+  if not n then return 0 end
+  -- Every slot kept is within SLOTS of n, so of cur when n >= cur.
+  if n >= cur and not st.a then return st.total end
+  local a = expand(st)
+  local last = n - cur + RING
+  if last > st.m then last = st.m end
+  local sum = 0
+  for j = 1, last do sum = sum + a[j] end
+  return sum
+end
+
+-- slot_add adds delta to a sliding window's slot target, never below
+-- zero. A slot newer than the newest moves the window forward, dropping
+-- the slots that leave it. (A target older than the window can only
+-- follow a clock that went back by more than a window; it is charged to
+-- the oldest slot, so that nothing charged is forgotten early.)
+local function slot_add(st, target, delta)
+  local n = st.n
+  st.dirty = true
+  if n == target and not st.a then
+    local head = st.head
+    local v = head + delta
+    if v < 0 then v = 0 end
+    st.head, st.total = v, st.total + (v - head)
+    return
+  end
+  local a = expand(st)
+  local m = st.m
+  if not n then
+    n, m = target, 1
+    a[1] = 0
+    st.ttl = true
+  elseif target > n then
+    local d = target - n
+    local keep = RING - d
+    if keep > m then keep = m end
+    for j = keep, 1, -1 do a[j + d] = a[j] end
+    for j = 1, d do
+      if j > RING then break end
+      a[j] = 0
+    end
+    m = keep + d
+    if m > RING then m = RING end
+    n = target
+    st.ttl = true
+  elseif target < n - SLOTS then
+    target = n - SLOTS
+  end
+  local j = n - target + 1
+  for jj = m + 1, j do a[jj] = 0 end
+  if j > m then m = j end
+  local v = a[j] + delta
+  if v < 0 then v = 0 end
+  a[j] = v
+  st.n, st.m = n, m
+end
+
+-- State. Item i's counter state comes from vals[i], its value (false if
+-- there is no key). Items of one call that name the same key share one
+-- state, as they share memstore's counter. A state that has expired reads
+-- as a fresh one, exactly where memstore replaces an expired counter. ttl
+-- says whether writing the key must set its expiry (it is new, or its
+-- window or newest slot moved); otherwise SET keeps it.
+local function state(keys, vals, i, alg, limit, cap, period)
+  local key = keys[i]
+  for j = 1, i - 1 do
+    if keys[j] == key then
+      sts[i] = sts[j]
+      return sts[j]
+    end
+  end
+  local st = pool[i]
+  if st == nil then
+    st = { key = false, alg = 0, limit = 0, cap = 0, period = 0, dirty = false, ttl = false,
+      w = false, u = 0, e = 0, t = 0, at = 0, keep = 0, rate = 0,
+      n = false, total = 0, head = 0, raw = false, a = false, m = 0, cur = 0 }
+    pool[i] = st
+  end
+  local v = vals[i]
+  st.key, st.alg, st.limit, st.cap, st.period, st.dirty, st.ttl = key, alg, limit, cap, period, false, not v
+  if alg == SLIDING then
+    if v then
+      st.n, st.total, st.head = sunpack('<ddd', v)
+      st.raw, st.m = v, #v / 8 - 2
+    else
+      st.n = false
+    end
+    st.a = false
+  elseif alg == BUCKET then
+    local rate = limit / period
+    local t, at, keep
+    if v then t, at, keep = sunpack('<ddd', v) end
+    if t == nil then
+      t, at, keep = cap, now, 0
+    elseif stale(t, at, cap, rate) then
+      t, at = cap, now
+    end
+    st.t, st.at, st.keep, st.rate = t, at, keep, rate
+  elseif v then
+    st.w, st.u = sunpack('<dd', v)
+  else
+    st.w, st.u = false, 0
+  end
+  sts[i] = st
+  return st
+end
+
+-- level tells whether amount fits the counter: its level before the
+-- charge (used; a bucket's tokens) if it does, nil if not. It is
+-- memstore's check reduced to its verdict; explain gives the rest.
+local function level(st, amount)
+  local alg = st.alg
+  if alg == BUCKET then
+    refill(st)
+    local t = st.t
+    if amount <= t and amount <= st.cap then return t end
+    return nil
+  end
+  local limit = st.limit
+  if amount > limit then return nil end
+  local u
+  if alg == SLIDING then
+    local cur = now / st.period
+    cur = cur - cur % 1
+    st.cur = cur
+    u = used(st, cur)
+  else
+    roll(st)
+    u = st.u
+  end
+  if u + amount <= limit then return u end
+  return nil
+end
+
+-- explain is memstore's check in full, for a reservation that does not
+-- fit: the item's remaining, reset µs, fits, retry µs, never fits and
+-- mark.
+local function explain(st, amount)
+  local alg = st.alg
+  local rem, reset, fits, retry, never, mark = 0, 0, 0, 0, 0, 0
+  if alg == BUCKET then
+    refill(st)
+    local t = st.t
+    rem, reset = t - t % 1, full_in(st, t)
+    if amount > st.cap then
+      never = 1
+    elseif amount <= t then
+      fits = 1
+    else
+      retry = ceiling((amount - t) / st.rate)
+    end
+  elseif alg == SLIDING then
+    local slot, limit = st.period, st.limit
+    local cur = now / slot
+    cur = cur - cur % 1
+    local u = used(st, cur)
+    rem, mark = limit - u, cur
+    local n, a, m = st.n, expand(st), st.m
+    -- The newest slot with an amount sets the reset.
+    for j = 1, m do
+      local k = n - j + 1
+      if k < cur - SLOTS then break end
+      if a[j] > 0 then
+        reset = (k + RING) * slot - now
+        break
+      end
+    end
+    if amount > limit then
+      never = 1
+    elseif u + amount <= limit then
+      fits = 1
+    else
+      -- Slot k leaves the count at (k+RING)*slot; free slots oldest
+      -- first until the amount fits.
+      local need = u + amount - limit
+      for k = cur - SLOTS, cur do
+        local j = n - k + 1
+        if j >= 1 and j <= m then
+          need = need - a[j]
+          if need <= 0 then
+            retry = (k + RING) * slot - now
+            break
+          end
+        end
+      end
+    end
+  else
+    local idx, e = roll(st)
+    local limit, u = st.limit, st.u
+    rem, reset, mark = limit - u, e - now, idx
+    if amount > limit then
+      never = 1
+    elseif u + amount <= limit then
+      fits = 1
+    else
+      retry = e - now
+    end
+  end
+  return rem, reset, fits, retry, never, mark
+end
+
+-- settle is memstore's settle: add delta (actual minus reserved) to the
+-- window or slot the charge was booked in (mark). When that window has
+-- passed, an extra charge lands on the current one and a refund is
+-- dropped.
+local function settle(st, delta, mark)
+  if delta == 0 then return end
+  local alg = st.alg
+  if alg == BUCKET then
+    refill(st)
+    local t = st.t - delta
+    if t > st.cap then t = st.cap end
+    st.t, st.dirty = t, true
+  elseif alg == SLIDING then
+    local cur = now / st.period
+    cur = cur - cur % 1
+    local target = mark
+    if mark < cur - SLOTS then
+      if delta < 0 then return end
+      target = cur
+    end
+    slot_add(st, target, delta)
+  else
+    local idx = roll(st)
+    if mark == idx then
+      local u = st.u + delta
+      if u < 0 then u = 0 end
+      st.u = u
+    elseif delta > 0 then
+      st.u = st.u + delta
+    else
+      return
+    end
+    st.dirty = true
+  end
+end
+
+-- save writes back every changed counter, with memstore's expiry: a key
+-- lives as long as its state matters (a bucket's a little longer, see
+-- bucket_write).
+local function save(n)
+  for i = 1, n do
+    local st = sts[i]
+    if st.dirty then
+      st.dirty = false
+      local alg, key = st.alg, st.key
+      if alg == BUCKET then
+        bucket_write(key, st.t, st.at, st.keep, st.ttl, st.cap, st.rate, st.period)
+      elseif alg == SLIDING then
+        local v
+        local a = st.a
+        if not a then
+          -- Only the header changed.
+          v = spack('<ddd', st.n, st.total, st.head)
+          if st.m > 1 then v = v .. sub(st.raw, 25) end
+        else
+          -- Drop the zeros at the old end (keeping the newest slot).
+          local m = st.m
+          while m > 1 and a[m] <= 0 do m = m - 1 end
+          local total = 0
+          for j = 1, m do total = total + a[j] end
+          v = spack(FMT[m + 2] or fmt(m + 2), st.n, total, unpack(a, 1, m))
+        end
+        if st.ttl then
+          call('SET', key, v, 'PX', px((st.n + RING) * st.period - now))
+        else
+          call('SET', key, v, 'KEEPTTL')
+        end
+      elseif st.ttl then
+        call('SET', key, spack('<dd', st.w, st.u), 'PX', px(st.e - now))
+      else
+        call('SET', key, spack('<dd', st.w, st.u), 'KEEPTTL')
+      end
+    end
+  end
+end
+

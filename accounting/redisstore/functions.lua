@@ -1,0 +1,318 @@
+-- functions.lua follows counters.lua: the library's three functions.
+
+-- fast_reserve is reserve for what nearly every call is: items on
+-- distinct keys that all fit, each a fixed window or calendar month, a
+-- token bucket, or a sliding window charged in its newest slot. It checks
+-- every item in one loop and charges and writes them in another, with no
+-- state tables, and gives up (false, having written nothing) on anything
+-- else, which reserve then does the general way. The arithmetic is the
+-- general path's (state, level, the charge and save), item for item. For
+-- each item it keeps the level and the new state: a bucket's tokens,
+-- refill time, kept-until time and whether it is new (fa, fb, fc, fd); a
+-- sliding window's total, newest amount, stored value and newest slot; a
+-- fixed window's index, whether it moved, and its end.
+local function fast_reserve(keys, vals, v, n)
+  for i = 2, n do
+    local key = keys[i]
+    for j = 1, i - 1 do
+      if keys[j] == key then return false end
+    end
+  end
+  for i = 1, n do
+    local b = 5 * i - 5
+    local alg, limit, cap, period, amount = v[b + 1], v[b + 2], v[b + 3], v[b + 4], v[b + 5]
+    local val = vals[i]
+    if alg == BUCKET then
+      local rate = limit / period
+      local t, at, keep
+      if val then
+        t, at, keep = sunpack('<ddd', val)
+        -- stale(), inline.
+        if t >= cap then
+          if at <= now then t, at = cap, now end
+        elseif (cap - t) / rate <= now - at then
+          t, at = cap, now
+        end
+      else
+        t, at, keep = cap, now, 0
+      end
+      if now > at then
+        t = t + (now - at) * rate
+        if t > cap then t = cap end
+        at = now
+      end
+      if amount > t or amount > cap then return false end
+      t = t - amount
+      levels[i], fa[i], fb[i], fc[i], fd[i] = t, t, at, keep, not val
+    elseif alg == SLIDING then
+      if not val then return false end
+      local cur = now / period
+      cur = cur - cur % 1
+      local sn, total, head = sunpack('<ddd', val)
+      if sn ~= cur or amount > limit or total + amount > limit then return false end
+      levels[i], fa[i], fb[i], fc[i], fd[i] = total + amount, total + amount, head + amount, val, cur
+    else
+      if amount > limit then return false end
+      local idx, e
+      if alg == MONTH then
+        idx, e = window(alg, period, now)
+      else
+        idx = now / period
+        idx = idx - idx % 1
+        e = (idx + 1) * period
+      end
+      local w, u = false, 0
+      if val then w, u = sunpack('<dd', val) end
+      local moved = w ~= idx
+      if moved then u = 0 end
+      if u + amount > limit then return false end
+      levels[i], fa[i], fb[i], fc[i] = u + amount, idx, moved, e
+    end
+  end
+  if not write_record(keys[n + 1]) then return spack('<d', -1) end
+  for i = 1, n do
+    local b = 5 * i - 5
+    local alg, key = v[b + 1], keys[i]
+    if alg == BUCKET then
+      bucket_write(key, fa[i], fb[i], fc[i], fd[i], v[b + 3], v[b + 2] / v[b + 4], v[b + 4])
+    elseif alg == SLIDING then
+      -- Slot n is the current one: only the header changes.
+      local raw = fc[i]
+      local val = spack('<ddd', fd[i], fa[i], fb[i])
+      if #raw > 24 then val = val .. sub(raw, 25) end
+      call('SET', key, val, 'KEEPTTL')
+    elseif fb[i] then
+      call('SET', key, spack('<dd', fa[i], levels[i]), 'PX', px(fc[i] - now))
+    else
+      call('SET', key, spack('<dd', fa[i], levels[i]), 'KEEPTTL')
+    end
+  end
+  return spack(FMT[2 + n] or fmt(2 + n), 1, now, unpack(levels, 1, n))
+end
+
+-- reserve (tw_reserve): KEYS are the items' counters, then the
+-- reservation's record key; ARGV[2] packs five doubles per item:
+-- algorithm code, limit, capacity, period (µs: the window, or a sliding
+-- window's slot) and amount.
+--
+-- Every item is checked before any is charged, so a request that does not
+-- fit charges nothing and leaves no record. An admitted one charges every
+-- item and writes its record, unless a live tombstone says that the
+-- reservation was released before it arrived: then it charges nothing.
+--
+-- Returns packed doubles. Admitted: 1, the store's time, then per item its
+-- counter's level after the charge: the used amount before it plus the
+-- item's own amount (a window), or the tokens left (a bucket, after every
+-- item on it); the caller derives the rest of memstore's answer from
+-- these, as memstore computes it. Not admitted: 0, then per item
+-- remaining, reset µs, fits, retry µs, never fits and mark. Released: the
+-- single double -1.
+local function reserve(keys, args)
+  if not call then init() end
+  setclock(args[1])
+  local v, n = items(args[2], 5)
+  local vals = load(keys, n)
+  local answer = fast_reserve(keys, vals, v, n)
+  if answer then return answer end
+  local admitted = true
+  for i = 1, n do
+    local b = 5 * i - 5
+    local l = level(state(keys, vals, i, v[b + 1], v[b + 2], v[b + 3], v[b + 4]), v[b + 5])
+    if l == nil then
+      admitted = false
+    else
+      levels[i] = l
+    end
+  end
+  if not admitted then
+    local r = { 0 }
+    for i = 1, n do
+      local o = #r
+      r[o + 1], r[o + 2], r[o + 3], r[o + 4], r[o + 5], r[o + 6] = explain(sts[i], v[5 * i])
+    end
+    return spack(FMT[1 + 6 * n] or fmt(1 + 6 * n), unpack(r))
+  end
+  if not write_record(keys[n + 1]) then return spack('<d', -1) end
+  -- Charge, as memstore's commit.
+  for i = 1, n do
+    local st, amount = sts[i], v[5 * i]
+    local alg = st.alg
+    if alg == BUCKET then
+      local t = st.t - amount
+      st.t, st.dirty, levels[i] = t, true, t
+    else
+      if alg == SLIDING then
+        slot_add(st, st.cur, amount)
+      else
+        st.u, st.dirty = st.u + amount, true
+      end
+      levels[i] = levels[i] + amount
+    end
+  end
+  save(n)
+  return spack(FMT[2 + n] or fmt(2 + n), 1, now, unpack(levels, 1, n))
+end
+
+-- What fast_settle writes back for an item.
+local NOTHING, BUCKET_STATE, SLOT_HEADER, WINDOW_STATE = 0, 1, 2, 3
+
+-- fast_settle is settle_call's loop for what nearly every settlement is:
+-- items on distinct keys, each a fixed window or calendar month, a token
+-- bucket, or a sliding window corrected in its newest slot. Like
+-- fast_reserve, it gives up (false, having written nothing) on anything
+-- else, and follows the general path's arithmetic (state, settle, save).
+-- For each item it keeps what to write (fd) and the new state: a bucket's
+-- tokens, refill time, kept-until time and whether it is new (fa, fb, fc,
+-- fe); a sliding window's total, newest amount, stored value and newest
+-- slot; a fixed window's index, usage, end and whether it moved.
+local function fast_settle(keys, vals, v, n)
+  for i = 2, n do
+    local key = keys[i]
+    for j = 1, i - 1 do
+      if keys[j] == key then return false end
+    end
+  end
+  for i = 1, n do
+    local b = 6 * i - 6
+    local alg, cap, period, delta, mark = v[b + 1], v[b + 3], v[b + 4], v[b + 5], v[b + 6]
+    local val = vals[i]
+    fd[i] = NOTHING
+    if delta == 0 then
+      -- Nothing to book.
+    elseif alg == BUCKET then
+      local rate = v[b + 2] / period
+      local t, at, keep
+      if val then
+        t, at, keep = sunpack('<ddd', val)
+        if stale(t, at, cap, rate) then t, at = cap, now end
+      else
+        t, at, keep = cap, now, 0
+      end
+      if now > at then
+        t = t + (now - at) * rate
+        if t > cap then t = cap end
+        at = now
+      end
+      t = t - delta
+      if t > cap then t = cap end
+      fd[i], fa[i], fb[i], fc[i], fe[i] = BUCKET_STATE, t, at, keep, not val
+    elseif alg == SLIDING then
+      if not val then return false end
+      local cur = now / period
+      cur = cur - cur % 1
+      local target = mark
+      if mark < cur - SLOTS then
+        -- The booked slot has left the window: an extra charge lands on
+        -- the current one, a refund is dropped.
+        target = cur
+      end
+      if mark >= cur - SLOTS or delta > 0 then
+        local sn, total, head = sunpack('<ddd', val)
+        if sn ~= target then return false end
+        local h = head + delta
+        if h < 0 then h = 0 end
+        fd[i], fa[i], fb[i], fc[i], fe[i] = SLOT_HEADER, total + (h - head), h, val, sn
+      end
+    else
+      local idx, e = window(alg, period, now)
+      local w, u = false, 0
+      if val then w, u = sunpack('<dd', val) end
+      local moved = w ~= idx
+      if moved then u = 0 end
+      if mark == idx or delta > 0 then
+        u = u + delta
+        if u < 0 then u = 0 end
+        fd[i], fa[i], fb[i], fc[i], fe[i] = WINDOW_STATE, idx, u, e, moved
+      end
+    end
+  end
+  for i = 1, n do
+    local what, key = fd[i], keys[i]
+    if what == BUCKET_STATE then
+      local b = 6 * i - 6
+      bucket_write(key, fa[i], fb[i], fc[i], fe[i], v[b + 3], v[b + 2] / v[b + 4], v[b + 4])
+    elseif what == SLOT_HEADER then
+      local raw = fc[i]
+      local val = spack('<ddd', fe[i], fa[i], fb[i])
+      if #raw > 24 then val = val .. sub(raw, 25) end
+      call('SET', key, val, 'KEEPTTL')
+    elseif what == WINDOW_STATE then
+      if fe[i] then
+        call('SET', key, spack('<dd', fa[i], fb[i]), 'PX', px(fc[i] - now))
+      else
+        call('SET', key, spack('<dd', fa[i], fb[i]), 'KEEPTTL')
+      end
+    end
+  end
+  return true
+end
+
+-- settle_call (tw_settle): KEYS are the counters to correct, then the
+-- record key; ARGV[2] packs six doubles per item: algorithm code, limit,
+-- capacity, period (as for tw_reserve), delta (actual minus reserved) and
+-- mark.
+--
+-- Applies only if the reservation's record exists, and deletes it in the
+-- same step, so that a repeated settlement is a no-op. Returns 1 when it
+-- applied, 0 when there was no record.
+local function settle_call(keys, args)
+  if not call then init() end
+  setclock(args[1])
+  local v, n = items(args[2], 6)
+  local rkey = keys[n + 1]
+  local rec = call('GETDEL', rkey)
+  local t = record(rec)
+  if t == nil then return 0 end
+  if t < 0 then
+    -- A tombstone (no settlement follows a release): keep it.
+    call('SET', rkey, rec, 'PX', RECORD_PX)
+    return 0
+  end
+  local vals = load(keys, n)
+  if fast_settle(keys, vals, v, n) then return 1 end
+  for i = 1, n do
+    local b = 6 * i - 6
+    settle(state(keys, vals, i, v[b + 1], v[b + 2], v[b + 3], v[b + 4]), v[b + 5], v[b + 6])
+  end
+  save(n)
+  return 1
+end
+
+-- release (tw_release): KEYS and ARGV as for tw_reserve. Undoes a
+-- reservation whose outcome its caller does not know: if its record
+-- exists, every item's amount is refunded where the reservation booked it
+-- and the record is deleted (returns 1); otherwise a tombstone is left, so
+-- that the reservation charges nothing if it arrives later (returns 0).
+local function release(keys, args)
+  if not call then init() end
+  setclock(args[1])
+  local v, n = items(args[2], 5)
+  local rkey = keys[n + 1]
+  local t = record(call('GET', rkey))
+  if t ~= nil and t < 0 then return 0 end
+  if t == nil then
+    call('SET', rkey, spack('<d', -now), 'PX', RECORD_PX)
+    return 0
+  end
+  call('DEL', rkey)
+  local vals = load(keys, n)
+  for i = 1, n do
+    local b = 5 * i - 5
+    local alg, period = v[b + 1], v[b + 4]
+    local st = state(keys, vals, i, alg, v[b + 2], v[b + 3], period)
+    -- The mark the reservation got: its window or slot at time t.
+    local mark = 0
+    if alg == SLIDING then
+      mark = floor(t / period)
+    elseif alg ~= BUCKET then
+      mark = window(alg, period, t)
+    end
+    settle(st, -v[b + 5], mark)
+  end
+  save(n)
+  return 1
+end
+
+redis.register_function('tw_reserve_' .. V, reserve)
+redis.register_function('tw_settle_' .. V, settle_call)
+redis.register_function('tw_release_' .. V, release)

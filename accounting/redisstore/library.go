@@ -1,0 +1,129 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+)
+
+// The Store runs its decisions as functions of one Redis function library
+// (FUNCTION LOAD, Redis 7.0 and later) rather than as EVAL scripts: a
+// script's body runs on every call, creating each of its helper functions
+// anew, which cost about as much Redis time as all the arithmetic; a
+// library defines them once, when it is loaded.
+var (
+	//go:embed library.lua
+	libraryLua string
+	//go:embed counters.lua
+	countersLua string
+	//go:embed functions.lua
+	functionsLua string
+
+	// lib is the library as the Store loads it: the three files, in
+	// order, as one.
+	lib = newLibrary(libraryLua + countersLua + functionsLua)
+)
+
+// library is the function library's code and its functions' names.
+type library struct {
+	name, code               string
+	reserve, settle, release string
+}
+
+// newLibrary puts in front of body the constants it shares with the
+// accounting package, and names the library and its functions after a
+// hash of the result: replicas running different versions of tokenwarden
+// on one Redis load libraries side by side, each calling its own.
+func newLibrary(body string) library {
+	consts := fmt.Sprintf("local SLOTS, RECORD_TTL = %d, %d\n", accounting.SlidingSlots, accounting.RecordTTL.Microseconds())
+	sum := sha256.Sum256([]byte(consts + body))
+	v := hex.EncodeToString(sum[:8])
+	return library{
+		name:    "tokenwarden_" + v,
+		code:    "#!lua name=tokenwarden_" + v + "\n" + consts + "local V = '" + v + "'\n" + body,
+		reserve: "tw_reserve_" + v,
+		settle:  "tw_settle_" + v,
+		release: "tw_release_" + v,
+	}
+}
+
+// fcall calls the library's function fn. When Redis does not have the
+// library (it restarted without persistence, FUNCTION FLUSH ran, or a
+// failover promoted a server that never had it) it loads it and calls
+// again: a call refused for a missing function did nothing.
+func (s *Store) fcall(ctx context.Context, fn string, keys []string, args ...any) *redis.Cmd {
+	cmd := s.client.FCall(ctx, fn, keys, args...)
+	err := cmd.Err()
+	switch {
+	case err == nil:
+		return cmd
+	case redis.HasErrorPrefix(err, "unknown command"):
+		cmd.SetErr(fmt.Errorf("Redis 7.0 or later is needed (FCALL): %w", err))
+		return cmd
+	case !redis.HasErrorPrefix(err, "Function not found"):
+		return cmd
+	}
+	if err := s.loadLibrary(ctx); err != nil {
+		cmd.SetErr(fmt.Errorf("loading the function library: %w", err))
+		return cmd
+	}
+	return s.client.FCall(ctx, fn, keys, args...)
+}
+
+// loadLibrary loads the library into Redis, into every master of a
+// cluster (a function runs on the master of its keys' slot). Redis
+// replicates and persists libraries like data.
+func (s *Store) loadLibrary(ctx context.Context) error {
+	load := func(ctx context.Context, c redis.Cmdable) error {
+		err := c.FunctionLoad(ctx, lib.code).Err()
+		if err != nil && redis.HasErrorPrefix(err, "Library") && strings.Contains(err.Error(), "already exists") {
+			// Another call (or replica) loaded it first.
+			return nil
+		}
+		return err
+	}
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
+	}
+	return load(ctx, s.client)
+}
+
+// unavailable marks err as a store failure so that the Limiter applies
+// each limit's on_store_error, and as not applied when it certainly
+// changed nothing.
+func unavailable(err error) error {
+	if notApplied(err) {
+		return fmt.Errorf("%w, %w: %w", accounting.ErrStoreUnavailable, accounting.ErrNotApplied, err)
+	}
+	return fmt.Errorf("%w: %w", accounting.ErrStoreUnavailable, err)
+}
+
+// notApplied reports whether a failed call certainly changed nothing in
+// Redis: no connection could be had (a failed dial, an exhausted pool, a
+// closed client), so the command was never sent; or Redis answered with
+// an error. An error answer means Redis refused the command whole (OOM,
+// READONLY, NOPERM, LOADING, CROSSSLOT, a missing function…) or the
+// function raised it, which the library can only do before its first
+// write: every read and check comes first, and no write it makes can
+// fail. A timeout, a reset connection or a malformed answer may follow a
+// call that ran.
+func notApplied(err error) bool {
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		return true
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrPoolExhausted) || errors.Is(err, redis.ErrClosed)
+}

@@ -1,0 +1,159 @@
+-- library.lua, counters.lua and functions.lua, in this order, are the
+-- Redis function library behind redisstore: the arithmetic of
+-- accounting/memstore in Lua, and the three functions that use it. The Go
+-- side puts two lines in front of them: the shebang, naming the library
+-- after a hash of its code, and
+--
+--   local SLOTS, RECORD_TTL = <accounting.SlidingSlots>, <accounting.RecordTTL in µs>
+--   local V = '<hash>'
+--
+-- V ends every function's name, so that replicas running different
+-- versions of tokenwarden on one Redis never call each other's code.
+--
+-- Redis runs Lua 5.1, where every number is a double. Times are µs since
+-- the Unix epoch (about 2^51 today) and amounts are integers below 2^53
+-- (the Go side checks), so every value here stays an exact integer except
+-- a token bucket's tokens, which are floats as in memstore. floor(a / b)
+-- is exact for integers 0 <= a, 0 < b with a + b < 2^53: the quotient
+-- could only round up to the next integer if 1/b were below half its ulp,
+-- which takes a + b >= 2^53.
+--
+-- What a call costs Redis, in instructions (callgrind, Redis 7.0): the
+-- call itself with its I/O about 13k, and 3.5k per key; a command 4k
+-- (GET) to 10k (SET with an expiry; with KEEPTTL 6k); TIME 7k; a table 2k
+-- to 5k, and a table that grows is rebuilt at every power of two; a
+-- number formatted as text 2k, parsed by tonumber 2k; a call of a C
+-- function such as math.floor 700, of a Lua function 500; struct.pack or
+-- unpack of three doubles 1.5k. So the code here keeps its tables across
+-- calls (Redis runs one call at a time), takes its items as one string of
+-- packed doubles and answers the same way (leaving the caller to derive
+-- what it can), reads every counter with one MGET and writes each with
+-- one SET that keeps its expiry unless the expiry must move, stores
+-- counters as packed doubles (which also keeps a bucket's float tokens
+-- bit for bit), lets a charge to a sliding window's current slot touch
+-- only the value's first three doubles, and rounds with the % operator:
+-- x - x % 1 is floor(x).
+--
+-- Counter values, little-endian doubles:
+--   fixed window, calendar month: window index, used
+--   token bucket:                 tokens, µs of the last refill, µs until
+--                                 which the key's expiry keeps it
+--   sliding window:               newest slot index n, the total of the
+--                                 amounts, then the amounts of slots n,
+--                                 n-1, ... down to n-m+1, newest first,
+--                                 for some m <= SLOTS+1 (zeros at the old
+--                                 end are dropped)
+-- A reservation record (the last of KEYS) is one double: the reservation's
+-- time, or minus the time of the release that left it as a tombstone.
+-- Either counts for RECORD_TTL from that time on the store's clock (as in
+-- memstore); PX reclaims the key on Redis's own.
+--
+-- Every call's ARGV[1] is the clock: "0" in production (TIME), or in the
+-- package's tests an offset (µs) added to TIME, or "@" and a frozen time
+-- (µs). ARGV[2] packs the items.
+
+local RING = SLOTS + 1 -- the slots a sliding window holds
+
+-- Algorithm codes, as packed by the Go side.
+local FIXED, MONTH, SLIDING, BUCKET = 0, 1, 2, 3
+
+-- Redis's API and Lua's libraries are globals of a call, not of loading:
+-- the first call binds them.
+local call, spack, sunpack, floor, format, byte, sub, rep
+local RECORD_PX, FMT
+
+local function init()
+  call, spack, sunpack = redis.call, struct.pack, struct.unpack
+  floor = math.floor
+  format, byte, sub, rep = string.format, string.byte, string.sub, string.rep
+  RECORD_PX = format('%d', math.ceil(RECORD_TTL / 1000))
+  FMT = {}
+end
+
+-- fmt returns the struct format of k doubles.
+local function fmt(k)
+  local f = FMT[k]
+  if f == nil then
+    f = '<' .. rep('d', k)
+    FMT[k] = f
+  end
+  return f
+end
+
+-- Scratch tables that every call reuses, Redis running one call at a time:
+-- levels holds each item's level (see reserve), sts the items' states,
+-- pool the state tables (item i's is pool[i]), and fa to fe what the fast
+-- paths keep of each item between their two loops.
+local levels, sts, pool = {}, {}, {}
+local fa, fb, fc, fd, fe = {}, {}, {}, {}, {}
+
+-- now is the store's clock for the call (µs). pad lengthens key lifetimes
+-- under a frozen test clock, whose keys would otherwise expire on Redis's
+-- running clock while the test's stands still.
+local now, pad = 0, 0
+
+local function setclock(arg)
+  if arg == '0' then
+    -- Arithmetic converts TIME's strings for less than tonumber does.
+    local t = call('TIME')
+    now, pad = t[1] * 1000000 + t[2], 0
+  elseif byte(arg, 1) == 64 then -- "@": frozen, tests only
+    now, pad = tonumber(sub(arg, 2)), 3600000
+  else
+    local t = call('TIME')
+    now, pad = t[1] * 1000000 + t[2] + arg, 0
+  end
+end
+
+-- items unpacks ARGV[2], items of per doubles each: their values in one
+-- table, and their number.
+local function items(arg, per)
+  local k = #arg / 8
+  if k % per ~= 0 then error('tokenwarden: malformed items') end
+  if k == 0 then return nil, 0 end
+  return { sunpack(FMT[k] or fmt(k), arg) }, k / per
+end
+
+-- ceiling is ceil(x) without a C call.
+local function ceiling(x)
+  local c = x - x % 1
+  if c < x then return c + 1 end
+  return c
+end
+
+-- px converts a lifetime in µs to PX's milliseconds, rounding up so that
+-- a key never disappears before its state stops mattering.
+local function px(us) return format('%d', ceiling(us / 1000) + pad) end
+
+-- load reads the counters of KEYS[1..n] in one MGET.
+local function load(keys, n)
+  if n == 0 then return nil end
+  return call('MGET', unpack(keys, 1, n))
+end
+
+-- record reads a reservation record or tombstone: its signed time, or nil
+-- when there is none that still counts.
+local function record(v)
+  if not v then return nil end
+  local t = sunpack('<d', v)
+  local at = t
+  if at < 0 then at = -at end
+  if at + RECORD_TTL <= now then return nil end
+  return t
+end
+
+-- write_record records an admitted reservation under rkey, unless a
+-- tombstone there says it was released before it arrived: then it
+-- returns false, leaving the tombstone.
+local function write_record(rkey)
+  local old = call('SET', rkey, spack('<d', now), 'PX', RECORD_PX, 'GET')
+  if old then
+    local t = record(old)
+    if t ~= nil and t < 0 then
+      call('SET', rkey, old, 'PX', RECORD_PX)
+      return false
+    end
+  end
+  return true
+end
+
