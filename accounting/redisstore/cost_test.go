@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/accounting/redisstore/redistest"
+	"github.com/tokenwarden/tokenwarden/internal/redistest"
 )
 
 // BenchmarkScriptCost measures what the Store's calls cost Redis itself,

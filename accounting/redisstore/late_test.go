@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/accounting/redisstore/redistest"
+	"github.com/tokenwarden/tokenwarden/internal/redistest"
 )
 
 // TestLateArrivals delivers calls to Redis after their client gave up on

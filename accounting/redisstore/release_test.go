@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/accounting/redisstore/redistest"
+	"github.com/tokenwarden/tokenwarden/internal/redistest"
 )
 
 // TestTimedOutReservationReleased stalls Redis past the store timeout
