@@ -20,7 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// The names the server and its configs agree on (DESIGN.md, ENVOY-EXTPROC.md).
+// The names the server and its configs agree on (docs/ext-proc-contract.md).
 const (
 	extProcFilter   = "envoy.filters.http.ext_proc"
 	jwtFilter       = "envoy.filters.http.jwt_authn"
@@ -105,10 +105,10 @@ func cluster(t *testing.T, b *bootstrapv3.Bootstrap, name string) *clusterv3.Clu
 	return nil
 }
 
-// checkExtProcContract asserts the ext_proc settings of DESIGN.md ("Envoy's
-// side"), wherever the filter is shipped (bootstrap, Istio). The server relies on
-// each of them: e.g. a request body mode other than BUFFERED would hand it the
-// body in pieces it cannot estimate from.
+// checkExtProcContract asserts the ext_proc settings of
+// docs/ext-proc-contract.md, wherever the filter is shipped (bootstrap,
+// Istio). The server relies on each of them: e.g. a request body mode other
+// than BUFFERED would hand it the body in pieces it cannot estimate from.
 func checkExtProcContract(t *testing.T, ep *extprocv3.ExternalProcessor) {
 	t.Helper()
 	pm := ep.GetProcessingMode()

@@ -16,8 +16,8 @@ import (
 // x-ratelimit-* headers. tokenwarden used to overwrite only the tokens trio
 // and leave the provider's requests trio in place, so the client read
 // x-ratelimit-remaining-requests: 9999 — the provider account's figure,
-// which DESIGN.md says is not the caller's — next to tokenwarden's own
-// tokens figures. The reply to the response headers must remove every
+// which is not the caller's (README, "What a client sees") — next to
+// tokenwarden's own tokens figures. The reply to the response headers must remove every
 // x-ratelimit-{limit,remaining,reset}-{requests,tokens,cost} and set the
 // caller's (Envoy applies removals before sets).
 func TestE2EProviderRateLimitHeadersNeverReachClient(t *testing.T) {

