@@ -38,6 +38,11 @@ type ParseOptions struct {
 	// Azure OpenAI deployment, mapped to its model): the provider ignores
 	// the body's "model", so the parser neither requires nor reads it.
 	Model string
+	// Explain, when set, is called with each part of the input estimate
+	// as it is counted (see [Tally]): the parts' tokens sum to the
+	// Request's InputTokens. A parse that fails may have reported some
+	// parts first. Nil, as on the server's path, costs nothing.
+	Explain func(Part)
 }
 
 // TokenCounter returns Counter, or the calibrated default.
@@ -93,6 +98,11 @@ type Request struct {
 	// default when CapGiven is false.
 	OutputCap int64
 	CapGiven  bool
+	// CapSource says where OutputCap came from: the body's field
+	// ("max_tokens", "inferenceConfig.maxTokens"), or how the default
+	// was arrived at ("default_output_cap", "default_output_cap +
+	// thinking.budget_tokens"). Empty for an API without output.
+	CapSource string
 	// Choices is how many completions the request asks for (n).
 	Choices int64
 	// StreamUsage reports that a streaming request already asks for
@@ -111,6 +121,10 @@ type Request struct {
 	// conversation history that is billed as input too.
 	Notes string
 }
+
+// DefaultCap is the CapSource of an output cap that is the default,
+// ParseOptions.DefaultOutputCap (the config's default_output_cap).
+const DefaultCap = "default_output_cap"
 
 // AppendNote returns notes with note added unless it is there already: a
 // request is explained once for each thing the estimate could not see,

@@ -54,6 +54,18 @@
 // 0..accounting.MaxTokens whatever the number says, so that no sum of
 // counts overflows.
 //
+// # Explaining an estimate
+//
+// A parse can explain itself: with [ParseOptions.Explain] set, each wire
+// format reports every part it counts into Request.InputTokens — a
+// message's text, an image and how it was priced, the tool schemas, the
+// format's own overhead — and the parts sum to it exactly. The formats
+// count through a [Tally], which adds and, only when explaining, names
+// and reports, so that the server's parse, which does not explain, builds
+// no name and allocates nothing for it. "tokenwarden estimate" prints the
+// parts; the conformance suite checks that they add up for every body it
+// feeds a format.
+//
 // # The rest
 //
 // What the wire formats have in common beyond the interface lives here
