@@ -56,14 +56,17 @@ func (Messages) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.
 	if req.Model, err = llm.RequiredString(model, "model"); err != nil {
 		return req, err
 	}
-	count := func(s string) int64 { return opts.TokenCounter().CountTokens(req.Model, s) }
-
-	var in int64
+	c := &counter{counter: opts.TokenCounter(), model: req.Model}
+	t := llm.NewTally(opts.Explain)
 	switch sys := system; {
 	case sys.Type == gjson.String:
-		in += tokensPerMessage + count(sys.Str)
+		t.Overhead(tokensPerMessage)
+		t.Add("system text", c.count(sys.Str))
 	case sys.IsArray():
-		in += tokensPerMessage + blocksTokens(sys, count)
+		t.Overhead(tokensPerMessage)
+		outer := t.Within("system")
+		blocksTokens(sys, c, &t)
+		t.Leave(outer)
 	case sys.Exists() && sys.Type != gjson.Null:
 		return req, errors.New("system must be a string or an array of blocks")
 	}
@@ -71,32 +74,36 @@ func (Messages) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.
 		return req, errors.New("messages must be an array")
 	}
 	var bad error
-	msgs.ForEach(func(_, m gjson.Result) bool {
+	msgs.ForEach(func(i, m gjson.Result) bool {
 		if !m.IsObject() {
 			bad = errors.New("each message must be an object")
 			return false
 		}
-		in += tokensPerMessage + contentTokens(m.Get("content"), count)
+		outer := t.Enter("messages", int(i.Num), m)
+		t.Overhead(tokensPerMessage)
+		contentTokens(m.Get("content"), c, &t)
+		t.Leave(outer)
 		return true
 	})
 	if bad != nil {
 		return req, bad
 	}
 	if tools.IsArray() && len(tools.Raw) > 2 {
-		in += tokenizer.ClaudeToolPromptTokens + count(tools.Raw)
+		t.AddDetail("tools", c.count(tools.Raw), llm.JSONText)
+		t.AddDetail("tool prompt", tokenizer.ClaudeToolPromptTokens, ToolPromptDetail)
 	}
-	req.InputTokens = in
+	req.InputTokens = t.Done("message format overhead", "3 a message, an approximation: Anthropic's is not published")
 
 	capValue, given, err := llm.PositiveInt(maxTokens, "max_tokens", llm.MaxOutputCap)
 	if err != nil {
 		return req, err
 	}
-	req.OutputCap, req.CapGiven = capValue, given
+	req.OutputCap, req.CapGiven, req.CapSource = capValue, given, "max_tokens"
 	if req.HiddenReasoning, err = Thinking(thinking, "thinking"); err != nil {
 		return req, err
 	}
 	if !given {
-		if req.OutputCap, err = DefaultCap(opts.DefaultOutputCap, thinking); err != nil {
+		if req.OutputCap, req.CapSource, err = DefaultCap(opts.DefaultOutputCap, thinking, llm.DefaultCap+" + thinking.budget_tokens"); err != nil {
 			return req, err
 		}
 	}
@@ -128,87 +135,119 @@ func Thinking(thinking gjson.Result, field string) (bool, error) {
 // DefaultCap returns the output cap of a request without max_tokens: def,
 // plus the budget of extended thinking when thinking (the request's
 // "thinking" object) enables it, since max_tokens must exceed the budget
-// and the default then covers the answer after the thinking. An unusable
-// budget is an error naming thinking.budget_tokens. Bedrock passes the
-// same object through to Claude.
-func DefaultCap(def int64, thinking gjson.Result) (int64, error) {
+// and the default then covers the answer after the thinking. It returns
+// the cap's Request.CapSource too: llm.DefaultCap, or budgeted when the
+// budget is added. An unusable budget is an error naming
+// thinking.budget_tokens. Bedrock passes the same object through to
+// Claude.
+func DefaultCap(def int64, thinking gjson.Result, budgeted string) (int64, string, error) {
 	if thinking.Get("type").Str != "enabled" {
-		return def, nil
+		return def, llm.DefaultCap, nil
 	}
 	budget, ok, err := llm.PositiveInt(thinking.Get("budget_tokens"), "thinking.budget_tokens", llm.MaxOutputCap)
 	if err != nil || !ok {
-		return def, err
+		return def, llm.DefaultCap, err
 	}
-	return min(def+budget, llm.MaxOutputCap), nil
+	return min(def+budget, llm.MaxOutputCap), budgeted, nil
 }
 
-// contentTokens counts a message's content: a string or an array of blocks.
-func contentTokens(v gjson.Result, count func(string) int64) int64 {
+// ToolPromptDetail explains the tool prompt's part of an estimate.
+const ToolPromptDetail = "the system prompt Anthropic adds when tools are offered"
+
+// ImageDetail explains an image's part of an estimate.
+const ImageDetail = "the most an image costs on Claude"
+
+// counter counts a request's text for its model.
+type counter struct {
+	counter llm.Counter
+	model   string
+}
+
+func (c *counter) count(s string) int64 { return c.counter.CountTokens(c.model, s) }
+
+// contentTokens counts, into t, a message's content: a string or an
+// array of blocks.
+func contentTokens(v gjson.Result, c *counter, t *llm.Tally) {
 	switch {
 	case v.Type == gjson.String:
-		return count(v.Str)
+		t.Add("text", c.count(v.Str))
 	case v.IsArray():
-		return blocksTokens(v, count)
+		blocksTokens(v, c, t)
 	case v.Type == gjson.Null || !v.Exists():
-		return 0
+	default:
+		t.AddDetail("content", c.count(v.Raw), llm.JSONText)
 	}
-	return count(v.Raw)
 }
 
-// blocksTokens counts an array of content blocks.
-func blocksTokens(blocks gjson.Result, count func(string) int64) int64 {
-	var n int64
+// blocksTokens counts an array of content blocks into t.
+func blocksTokens(blocks gjson.Result, c *counter, t *llm.Tally) {
 	blocks.ForEach(func(_, b gjson.Result) bool {
-		n += blockTokens(b, count)
+		blockTokens(b, c, t)
 		return true
 	})
-	return n
 }
 
-// blockTokens counts one content block by its type.
-func blockTokens(b gjson.Result, count func(string) int64) int64 {
-	switch b.Get("type").Str {
+// blockTokens counts one content block, by its type, into t.
+func blockTokens(b gjson.Result, c *counter, t *llm.Tally) {
+	switch typ := b.Get("type").Str; typ {
 	case "text":
-		return count(b.Get("text").Str)
+		t.Add("text", c.count(b.Get("text").Str))
 	case "image":
-		return tokenizer.ClaudeImageTokens
+		t.AddDetail("image", tokenizer.ClaudeImageTokens, ImageDetail)
 	case "document":
-		return documentTokens(b, count)
+		outer := t.Within("document")
+		documentTokens(b, c, t)
+		t.Leave(outer)
 	case "tool_use", "server_tool_use":
-		return count(b.Get("name").Str) + count(b.Get("input").Raw)
+		outer := t.Within(typ)
+		t.Add("name", c.count(b.Get("name").Str))
+		t.AddDetail("input", c.count(b.Get("input").Raw), llm.JSONText)
+		t.Leave(outer)
 	case "tool_result":
-		return contentTokens(b.Get("content"), count)
+		outer := t.Within(typ)
+		contentTokens(b.Get("content"), c, t)
+		t.Leave(outer)
 	case "thinking":
-		return count(b.Get("thinking").Str)
+		t.Add("thinking", c.count(b.Get("thinking").Str))
 	case "redacted_thinking":
-		return count(b.Get("data").Str)
+		t.Add("redacted_thinking", c.count(b.Get("data").Str))
+	default:
+		// Blocks not known yet: their JSON is a high, never free,
+		// stand-in.
+		t.AddJSON(typ, c.count(b.Raw))
 	}
-	// Blocks not known yet: their JSON is a high, never free, stand-in.
-	return count(b.Raw)
 }
 
-// documentTokens counts a document block: plain text and custom content
-// as text, a base64 PDF by its size (see tokenizer.ClaudePDFBytesPerToken), a PDF by URL
-// or file id at one image (it cannot be sized without fetching it).
-func documentTokens(b gjson.Result, count func(string) int64) int64 {
+// documentTokens counts a document block into t: plain text and custom
+// content as text, a base64 PDF by its size (see
+// tokenizer.ClaudePDFBytesPerToken), a PDF by URL or file id at one
+// image (it cannot be sized without fetching it).
+func documentTokens(b gjson.Result, c *counter, t *llm.Tally) {
 	src := b.Get("source")
-	var n int64
-	if t := b.Get("title"); t.Type == gjson.String {
-		n += count(t.Str)
+	if title := b.Get("title"); title.Type == gjson.String {
+		t.Add("title", c.count(title.Str))
 	}
-	if c := b.Get("context"); c.Type == gjson.String {
-		n += count(c.Str)
+	if ctx := b.Get("context"); ctx.Type == gjson.String {
+		t.Add("context", c.count(ctx.Str))
 	}
 	switch src.Get("type").Str {
 	case "text":
-		return n + count(src.Get("data").Str)
+		t.Add("text", c.count(src.Get("data").Str))
 	case "content":
-		return n + contentTokens(src.Get("content"), count)
+		contentTokens(src.Get("content"), c, t)
 	case "base64":
-		decoded := int64(len(src.Get("data").Str)) * 3 / 4
-		return n + max(decoded/tokenizer.ClaudePDFBytesPerToken, tokenizer.ClaudeImageTokens)
+		PDFTokens(t, "PDF", int64(len(src.Get("data").Str))*3/4)
+	default:
+		t.AddDetail("source", tokenizer.ClaudeImageTokens, "a URL or file id: its size is unknown, charged as one image")
 	}
-	return n + tokenizer.ClaudeImageTokens
+}
+
+// PDFTokens counts into t, as what, a base64 PDF of decoded bytes by its
+// size, at least one image's worth. Bedrock's documents are charged so
+// too, whatever their format.
+func PDFTokens(t *llm.Tally, what string, decoded int64) {
+	t.AddDetail(what, max(decoded/tokenizer.ClaudePDFBytesPerToken, tokenizer.ClaudeImageTokens),
+		"%d bytes, a token per %d bytes, at least one image", decoded, tokenizer.ClaudePDFBytesPerToken)
 }
 
 // Inject implements llm.API: it adds max_tokens when absent (Anthropic

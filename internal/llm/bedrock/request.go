@@ -61,34 +61,40 @@ func (Converse) ParseRequest(path string, body []byte, opts llm.ParseOptions) (l
 	f := llm.TopFields(gjson.Parse(llm.View(body)), buf[:0], "messages", "system", "toolConfig", "promptVariables",
 		"inferenceConfig", "additionalModelRequestFields")
 	msgs, system, toolConfig, promptVars, inference, additional := f[0], f[1], f[2], f[3], f[4], f[5]
-	count := func(s string) int64 { return opts.TokenCounter().CountTokens(req.Model, s) }
+	c := &counter{counter: opts.TokenCounter(), model: req.Model}
 
-	var in int64
+	t := llm.NewTally(opts.Explain)
 	if msgs.Exists() && !msgs.IsArray() {
 		return req, errors.New("messages must be an array")
 	}
 	var bad error
-	msgs.ForEach(func(_, m gjson.Result) bool {
+	msgs.ForEach(func(i, m gjson.Result) bool {
 		if !m.IsObject() {
 			bad = errors.New("each message must be an object")
 			return false
 		}
-		in += tokensPerMessage + blocksTokens(m.Get("content"), count)
+		outer := t.Enter("messages", int(i.Num), m)
+		t.Overhead(tokensPerMessage)
+		blocksTokens(m.Get("content"), c, &t)
+		t.Leave(outer)
 		return true
 	})
 	if bad != nil {
 		return req, bad
 	}
 	if system.IsArray() {
-		in += tokensPerMessage + blocksTokens(system, count)
+		outer := t.Within("system")
+		t.Overhead(tokensPerMessage)
+		blocksTokens(system, c, &t)
+		t.Leave(outer)
 	}
 	if tools := toolConfig.Get("tools"); tools.IsArray() && len(tools.Raw) > 2 {
-		in += count(tools.Raw)
+		t.AddDetail("toolConfig.tools", c.count(tools.Raw), llm.JSONText)
 		if strings.Contains(req.Model, "anthropic") {
-			in += tokenizer.ClaudeToolPromptTokens
+			t.AddDetail("tool prompt", tokenizer.ClaudeToolPromptTokens, anthropic.ToolPromptDetail)
 		}
 	}
-	req.InputTokens = in
+	req.InputTokens = t.Done("message format overhead", "3 a message")
 	if promptVars.IsObject() {
 		req.Notes = "promptVariables: the managed prompt's own text is billed as input but not counted"
 	}
@@ -100,6 +106,7 @@ func (Converse) ParseRequest(path string, body []byte, opts llm.ParseOptions) (l
 	if err != nil {
 		return req, err
 	}
+	req.CapSource = "inferenceConfig.maxTokens"
 	if err := llm.OptionalObject(additional, "additionalModelRequestFields"); err != nil {
 		return req, err
 	}
@@ -110,8 +117,8 @@ func (Converse) ParseRequest(path string, body []byte, opts llm.ParseOptions) (l
 	if err != nil {
 		return req, err
 	}
-	if nativeGiven {
-		req.OutputCap, req.CapGiven = max(req.OutputCap, native), true
+	if nativeGiven && native > req.OutputCap {
+		req.OutputCap, req.CapGiven, req.CapSource = native, true, "additionalModelRequestFields.max_tokens"
 	}
 	thinking := additional.Get("thinking")
 	if req.HiddenReasoning, err = anthropic.Thinking(thinking, "additionalModelRequestFields.thinking"); err != nil {
@@ -129,58 +136,73 @@ func (Converse) ParseRequest(path string, body []byte, opts llm.ParseOptions) (l
 	if !req.CapGiven {
 		// Claude's extended thinking, passed through in Anthropic's own
 		// shape: maxTokens must exceed the budget.
-		if req.OutputCap, err = anthropic.DefaultCap(opts.DefaultOutputCap, thinking); err != nil {
+		if req.OutputCap, req.CapSource, err = anthropic.DefaultCap(opts.DefaultOutputCap, thinking,
+			llm.DefaultCap+" + additionalModelRequestFields.thinking.budget_tokens"); err != nil {
 			return req, err
 		}
 	}
 	return req, nil
 }
 
-// blocksTokens counts an array of ContentBlocks (or SystemContentBlocks).
-// Each block is a union: an object with one member naming its kind.
-func blocksTokens(blocks gjson.Result, count func(string) int64) int64 {
-	var n int64
+// counter counts a request's text for its model.
+type counter struct {
+	counter llm.Counter
+	model   string
+}
+
+func (c *counter) count(s string) int64 { return c.counter.CountTokens(c.model, s) }
+
+// blocksTokens counts an array of ContentBlocks (or SystemContentBlocks)
+// into t. Each block is a union: an object with one member naming its
+// kind.
+func blocksTokens(blocks gjson.Result, c *counter, t *llm.Tally) {
 	blocks.ForEach(func(_, b gjson.Result) bool {
 		b.ForEach(func(k, v gjson.Result) bool {
-			n += blockTokens(k.Str, v, count)
+			blockTokens(k.Str, v, c, t)
 			return true
 		})
 		return true
 	})
-	return n
 }
 
-func blockTokens(kind string, v gjson.Result, count func(string) int64) int64 {
+// blockTokens counts one block member, of kind, into t.
+func blockTokens(kind string, v gjson.Result, c *counter, t *llm.Tally) {
 	switch kind {
 	case "text":
-		return count(v.Str)
+		t.Add("text", c.count(v.Str))
 	case "image", "video":
-		return tokenizer.ClaudeImageTokens
+		t.AddDetail(kind, tokenizer.ClaudeImageTokens, anthropic.ImageDetail+", charged for every Bedrock model")
 	case "document":
+		outer := t.Within("document")
 		src := v.Get("source")
-		if t := src.Get("text"); t.Type == gjson.String {
-			return count(t.Str)
+		if text := src.Get("text"); text.Type == gjson.String {
+			t.Add("text", c.count(text.Str))
+		} else if content := src.Get("content"); content.IsArray() {
+			blocksTokens(content, c, t)
+		} else {
+			anthropic.PDFTokens(t, "bytes", int64(len(src.Get("bytes").Str))*3/4)
 		}
-		if c := src.Get("content"); c.IsArray() {
-			return blocksTokens(c, count)
-		}
-		decoded := int64(len(src.Get("bytes").Str)) * 3 / 4
-		return max(decoded/tokenizer.ClaudePDFBytesPerToken, tokenizer.ClaudeImageTokens)
+		t.Leave(outer)
 	case "toolUse":
-		return count(v.Get("name").Str) + count(v.Get("input").Raw)
+		outer := t.Within(kind)
+		t.Add("name", c.count(v.Get("name").Str))
+		t.AddDetail("input", c.count(v.Get("input").Raw), llm.JSONText)
+		t.Leave(outer)
 	case "toolResult":
-		return blocksTokens(v.Get("content"), count)
+		outer := t.Within(kind)
+		blocksTokens(v.Get("content"), c, t)
+		t.Leave(outer)
 	case "json":
-		return count(v.Raw)
+		t.AddDetail(kind, c.count(v.Raw), llm.JSONText)
 	case "reasoningContent":
-		return count(v.Get("reasoningText.text").Str)
+		t.Add(kind, c.count(v.Get("reasoningText.text").Str))
 	case "guardContent":
-		return count(v.Get("text.text").Str)
+		t.Add(kind, c.count(v.Get("text.text").Str))
 	case "cachePoint":
-		return 0
+	default:
+		// Blocks not known yet: their JSON, high but never free.
+		t.AddJSON(kind, c.count(v.Raw))
 	}
-	// Blocks not known yet: their JSON, high but never free.
-	return count(v.Raw)
 }
 
 // Inject implements llm.API: it sets inferenceConfig.maxTokens when

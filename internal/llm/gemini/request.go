@@ -108,37 +108,40 @@ func (GenerateContent) ParseRequest(path string, body []byte, opts llm.ParseOpti
 	count := func(s string) int64 { return opts.TokenCounter().CountTokens(req.Model, s) }
 	var notes []string
 
-	var in int64
+	t := llm.NewTally(opts.Explain)
 	if !contents.IsArray() {
 		return req, errors.New("contents must be an array")
 	}
 	var bad error
-	contents.ForEach(func(_, c gjson.Result) bool {
+	contents.ForEach(func(i, c gjson.Result) bool {
 		if !c.IsObject() {
 			bad = errors.New("each content must be an object")
 			return false
 		}
-		n, fileData := partsTokens(c.Get("parts"), count)
-		in += tokensPerContent + n
-		if fileData {
+		outer := t.Enter("contents", int(i.Num), c)
+		t.Overhead(tokensPerContent)
+		if partsTokens(c.Get("parts"), &t, count) {
 			notes = llm.AppendNote(notes, "fileData parts are counted as one image: their size is unknown")
 		}
+		t.Leave(outer)
 		return true
 	})
 	if bad != nil {
 		return req, bad
 	}
 	if sys.IsObject() {
-		n, _ := partsTokens(sys.Get("parts"), count)
-		in += tokensPerContent + n
+		outer := t.Within("systemInstruction")
+		t.Overhead(tokensPerContent)
+		partsTokens(sys.Get("parts"), &t, count)
+		t.Leave(outer)
 	}
 	if tools.IsArray() {
-		in += count(tools.Raw)
+		t.AddDetail("tools", count(tools.Raw), llm.JSONText)
 	}
 	if cachedContent.Type == gjson.String && cachedContent.Str != "" {
 		notes = llm.AppendNote(notes, "cachedContent: the cached prompt is billed as input but not counted")
 	}
-	req.InputTokens = in
+	req.InputTokens = t.Done("content format overhead", "3 a content, an approximation: Gemini's is not published")
 	req.Notes = strings.Join(notes, "; ")
 
 	if err := llm.OptionalObject(cfg, "generationConfig"); err != nil {
@@ -148,8 +151,9 @@ func (GenerateContent) ParseRequest(path string, body []byte, opts llm.ParseOpti
 	if err != nil {
 		return req, err
 	}
+	req.CapSource = "generationConfig.maxOutputTokens"
 	if !req.CapGiven {
-		req.OutputCap = opts.DefaultOutputCap
+		req.OutputCap, req.CapSource = opts.DefaultOutputCap, llm.DefaultCap
 	}
 	n, given, err := llm.PositiveInt(field(cfg, "candidateCount", "candidate_count"), "candidateCount", maxCandidates)
 	if err != nil {
@@ -184,32 +188,33 @@ func thinking(cfg gjson.Result) (bool, error) {
 	return false, errors.New("thinkingConfig.thinkingBudget must be an integer of -1 or more")
 }
 
-// partsTokens counts a Content's parts. fileData reports a part that
-// points at a file whose size cannot be known here.
-func partsTokens(parts gjson.Result, count func(string) int64) (n int64, fileData bool) {
+// partsTokens counts a Content's parts into t, and reports a part that
+// points at a file whose size cannot be known here (fileData).
+func partsTokens(parts gjson.Result, t *llm.Tally, count func(string) int64) (fileData bool) {
 	parts.ForEach(func(_, p gjson.Result) bool {
 		p.ForEach(func(k, v gjson.Result) bool {
 			switch k.Str {
 			case "text":
-				n += count(v.Str)
+				t.Add("text", count(v.Str))
 			case "inlineData", "inline_data":
 				decoded := int64(len(v.Get("data").Str)) * 3 / 4
-				n += max(decoded/1024*tokenizer.GeminiMediaTokensPerKiB, tokenizer.GeminiMediaMinTokens)
+				t.AddDetail("inlineData", max(decoded/1024*tokenizer.GeminiMediaTokensPerKiB, tokenizer.GeminiMediaMinTokens),
+					"%d bytes, %d tokens a KiB, at least %d", decoded, tokenizer.GeminiMediaTokensPerKiB, tokenizer.GeminiMediaMinTokens)
 			case "fileData", "file_data":
-				n += tokenizer.GeminiMediaMinTokens
+				t.AddDetail("fileData", tokenizer.GeminiMediaMinTokens, "its size is unknown: charged as one image")
 				fileData = true
 			case "thought", "thoughtSignature", "thought_signature", "videoMetadata", "video_metadata", "partMetadata":
 				// Flags and opaque signatures, not prompt text.
 			default:
 				// functionCall, functionResponse, executable code and
 				// parts not known yet: their JSON, high but never free.
-				n += count(v.Raw)
+				t.AddJSON(k.Str, count(v.Raw))
 			}
 			return true
 		})
 		return true
 	})
-	return n, fileData
+	return fileData
 }
 
 // Inject implements llm.API: it sets generationConfig.maxOutputTokens when

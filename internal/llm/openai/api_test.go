@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -111,24 +112,40 @@ func TestPromptTokens(t *testing.T) {
 		name        string
 		json        string
 		tokens, num int64
+		parts       string // the parts explained: "name tokens (detail)", "; "-joined
 		err         bool
 	}{
-		{"string", `"abcd"`, 4, 1, false},
-		{"strings", `["ab","cde"]`, 5, 2, false},
-		{"token ids", `[1,2,3]`, 3, 1, false},
-		{"token id batches", `[[1,2],[3]]`, 3, 2, false},
-		{"empty array", `[]`, 0, 1, false},
-		{"object", `{}`, 0, 0, true},
-		{"nested strings", `[["a"]]`, 0, 0, true},
+		{"string", `"abcd"`, 4, 1, "prompt 4", false},
+		{"strings", `["ab","cde"]`, 5, 2, "prompt[0] 2; prompt[1] 3", false},
+		{"token ids", `[1,2,3]`, 3, 1, "prompt 3 (token ids)", false},
+		{"token id batches", `[[1,2],[3]]`, 3, 2, "prompt[0] 2 (token ids); prompt[1] 1 (token ids)", false},
+		{"empty array", `[]`, 0, 1, "", false},
+		{"object", `{}`, 0, 0, "", true},
+		{"nested strings", `[["a"]]`, 0, 0, "", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tokens, num, err := promptTokens(gjson.Parse(tc.json), "prompt", count)
+			var parts []string
+			tally := llm.NewTally(func(p llm.Part) {
+				s := fmt.Sprintf("%s %d", p.Name, p.Tokens)
+				if p.Detail != "" {
+					s += " (" + p.Detail + ")"
+				}
+				parts = append(parts, s)
+			})
+			num, err := promptTokens(gjson.Parse(tc.json), "prompt", &tally, count)
+			tokens := tally.Done("", "")
 			if (err != nil) != tc.err {
 				t.Fatalf("got error %v, want error %v", err, tc.err)
 			}
-			if !tc.err && (tokens != tc.tokens || num != tc.num) {
+			if tc.err {
+				return
+			}
+			if tokens != tc.tokens || num != tc.num {
 				t.Errorf("got %d tokens in %d prompts, want %d in %d", tokens, num, tc.tokens, tc.num)
+			}
+			if got := strings.Join(parts, "; "); got != tc.parts {
+				t.Errorf("got parts %q, want %q", got, tc.parts)
 			}
 		})
 	}

@@ -29,13 +29,13 @@ type textCounter struct {
 
 func (c *textCounter) count(s string) int64 { return c.counter.CountTokens(c.model, s) }
 
-// image prices an image by the model's formula (OpenAI's 512-px tiles
-// from detail and size). A data URL tells its size from its header; a
-// plain URL cannot be sized without fetching it and is charged as the
-// configured default size, or the most it can cost.
-func (c *textCounter) image(detail, url string) int64 {
+// image counts, into t, an image priced by the model's formula (OpenAI's
+// 512-px tiles from detail and size). A data URL tells its size from its
+// header; a plain URL cannot be sized without fetching it and is charged
+// as the configured default size, or the most it can cost.
+func (c *textCounter) image(t *llm.Tally, what, detail, url string) {
 	w, h, _ := tokenizer.DataURLImageSize(url)
-	return c.counter.ImageTokens(c.model, detail, w, h)
+	t.AddImage(what, c.counter.ImageTokens(c.model, detail, w, h), detail, w, h)
 }
 
 // Chat is the /v1/chat/completions API.
@@ -65,42 +65,45 @@ func (Chat) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Requ
 	tc := &textCounter{counter: opts.TokenCounter(), model: req.Model}
 	count := tc.count
 
-	var in int64
+	t := llm.NewTally(opts.Explain)
 	var bad error
-	msgs.ForEach(func(_, m gjson.Result) bool {
+	msgs.ForEach(func(i, m gjson.Result) bool {
 		if !m.IsObject() {
 			bad = errors.New("each message must be an object")
 			return false
 		}
-		in += tokensPerMessage
+		outer := t.Enter("messages", int(i.Num), m)
+		t.Overhead(tokensPerMessage)
 		m.ForEach(func(k, v gjson.Result) bool {
 			switch k.Str {
 			case "content":
-				in += contentTokens(v, tc)
+				contentTokens(v, tc, &t)
 			case "name":
-				in += tokensPerName + count(v.Str)
+				t.Overhead(tokensPerName)
+				t.Add("name", count(v.Str))
 			case "role":
-				in += 1
+				t.Overhead(1)
 			case "tool_calls", "function_call", "refusal", "audio":
-				in += count(v.Raw)
+				t.AddJSON(k.Str, count(v.Raw))
 			}
 			return true
 		})
+		t.Leave(outer)
 		return true
 	})
 	if bad != nil {
 		return req, bad
 	}
-	in += replyPriming
+	t.Overhead(replyPriming)
 	// Tool schemas are rendered into the prompt; their JSON is a fair,
 	// slightly high, stand-in for OpenAI's hidden formatting.
 	if tools.IsArray() {
-		in += count(tools.Raw)
+		t.AddDetail("tools", count(tools.Raw), llm.JSONText)
 	}
 	if fns.IsArray() {
-		in += count(fns.Raw)
+		t.AddDetail("functions", count(fns.Raw), llm.JSONText)
 	}
-	req.InputTokens = in
+	req.InputTokens = t.Done("chat format overhead", "3 a message, 1 a role, 1 a name, 3 to prime the reply")
 
 	completionCap, completionGiven, err := outputCap(maxCompletion, "max_completion_tokens")
 	if err != nil {
@@ -111,8 +114,13 @@ func (Chat) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Requ
 		return req, err
 	}
 	req.OutputCap, req.CapGiven = max(completionCap, tokensCap), completionGiven || tokensGiven
-	if !req.CapGiven {
-		req.OutputCap = opts.DefaultOutputCap
+	switch {
+	case !req.CapGiven:
+		req.OutputCap, req.CapSource = opts.DefaultOutputCap, llm.DefaultCap
+	case completionCap >= tokensCap:
+		req.CapSource = "max_completion_tokens"
+	default:
+		req.CapSource = "max_tokens"
 	}
 	choices, given, err := llm.PositiveInt(n, "n", maxChoices)
 	if err != nil {
@@ -134,32 +142,31 @@ func (Chat) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Requ
 	return req, nil
 }
 
-// contentTokens counts a message's content: a string, or an array of parts.
-func contentTokens(v gjson.Result, tc *textCounter) int64 {
+// contentTokens counts, into t, a message's content: a string, or an
+// array of parts.
+func contentTokens(v gjson.Result, tc *textCounter, t *llm.Tally) {
 	count := tc.count
 	switch {
 	case v.Type == gjson.String:
-		return count(v.Str)
+		t.Add("text", count(v.Str))
 	case v.IsArray():
-		var n int64
 		v.ForEach(func(_, part gjson.Result) bool {
-			switch part.Get("type").Str {
+			switch typ := part.Get("type").Str; typ {
 			case "text":
-				n += count(part.Get("text").Str)
+				t.Add("text", count(part.Get("text").Str))
 			case "image_url":
-				n += tc.image(part.Get("image_url.detail").Str, part.Get("image_url.url").Str)
+				tc.image(t, "image_url", part.Get("image_url.detail").Str, part.Get("image_url.url").Str)
 			default:
 				// Audio, files and parts not known yet: charge their JSON
 				// as text. High rather than zero; never free.
-				n += count(part.Raw)
+				t.AddJSON(typ, count(part.Raw))
 			}
 			return true
 		})
-		return n
 	case v.Type == gjson.Null:
-		return 0
+	default:
+		t.AddDetail("content", count(v.Raw), llm.JSONText)
 	}
-	return count(v.Raw)
 }
 
 // Inject implements llm.API.

@@ -36,24 +36,26 @@ func (c Completions) ParseRequest(_ string, body []byte, opts llm.ParseOptions) 
 	}
 	prompt, suffix, maxTokens, nField, bestOfField, streamOpts := f[0], f[1], f[2], f[3], f[4], f[5]
 	count := func(s string) int64 { return opts.TokenCounter().CountTokens(req.Model, s) }
-	in, prompts, err := promptTokens(prompt, "prompt", count)
+	t := llm.NewTally(opts.Explain)
+	prompts, err := promptTokens(prompt, "prompt", &t, count)
 	if err != nil {
 		return req, err
 	}
 	if suffix.Type == gjson.String {
-		in += count(suffix.Str) * prompts
+		t.AddDetail("suffix", count(suffix.Str)*prompts, "once for each of %d prompts", prompts)
 	}
-	req.InputTokens = in
+	req.InputTokens = t.Done("", "")
 
 	req.OutputCap, req.CapGiven, err = outputCap(maxTokens, "max_tokens")
 	if err != nil {
 		return req, err
 	}
+	req.CapSource = "max_tokens"
 	if !req.CapGiven {
-		req.OutputCap = opts.DefaultOutputCap
+		req.OutputCap, req.CapSource = opts.DefaultOutputCap, llm.DefaultCap
 		req.Notes = "max_tokens absent: OpenAI defaults to 16, the estimate uses default_output_cap"
 		if c.ProviderDefaultCap {
-			req.OutputCap = CompletionsDefaultCap
+			req.OutputCap, req.CapSource = CompletionsDefaultCap, "OpenAI's default max_tokens"
 			req.Notes = ""
 		}
 	}

@@ -24,7 +24,9 @@ func (Embeddings) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (ll
 		return req, err
 	}
 	count := func(s string) int64 { return opts.TokenCounter().CountTokens(req.Model, s) }
-	req.InputTokens, _, err = promptTokens(f[0], "input", count)
+	t := llm.NewTally(opts.Explain)
+	_, err = promptTokens(f[0], "input", &t, count)
+	req.InputTokens = t.Done("", "")
 	req.CapGiven = true
 	req.Stream = false
 	return req, err

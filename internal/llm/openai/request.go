@@ -57,48 +57,55 @@ func injectStreamUsage(body, edited []byte, fields *llm.Fields, req *llm.Request
 	return llm.SetField(body, fields, true, "stream_options", "include_usage")
 }
 
-// promptTokens counts a prompt that may be a string, an array of strings,
-// an array of token ids or an array of such arrays (completions and
-// embeddings take all four). Token ids count one each, exactly. It also
+// promptTokens counts, into t, a prompt that may be a string, an array of
+// strings, an array of token ids or an array of such arrays (completions
+// and embeddings take all four). Token ids count one each, exactly. It
 // returns how many separate prompts the value holds: each gets its own
 // completions.
-func promptTokens(v gjson.Result, field string, count func(string) int64) (tokens, prompts int64, err error) {
+func promptTokens(v gjson.Result, field string, t *llm.Tally, count func(string) int64) (prompts int64, err error) {
 	switch {
 	case v.Type == gjson.String:
-		return count(v.Str), 1, nil
+		t.Add(field, count(v.Str))
+		return 1, nil
 	case v.IsArray():
 	default:
-		return 0, 0, fmt.Errorf("%s must be a string or an array", field)
+		return 0, fmt.Errorf("%s must be a string or an array", field)
 	}
-	ints := false
-	v.ForEach(func(_, item gjson.Result) bool {
+	var ints int64
+	v.ForEach(func(i, item gjson.Result) bool {
 		switch {
 		case item.Type == gjson.String:
-			tokens += count(item.Str)
+			outer := t.Enter(field, int(i.Num), item)
+			t.Add("", count(item.Str))
+			t.Leave(outer)
 			prompts++
 		case item.Type == gjson.Number:
-			tokens++
-			ints = true
+			ints++
 		case item.IsArray():
+			var ids int64
 			item.ForEach(func(_, id gjson.Result) bool {
 				if id.Type != gjson.Number {
 					err = fmt.Errorf("%s token arrays must hold integers", field)
 					return false
 				}
-				tokens++
+				ids++
 				return true
 			})
+			outer := t.Enter(field, int(i.Num), item)
+			t.AddDetail("", ids, "token ids")
+			t.Leave(outer)
 			prompts++
 		default:
 			err = fmt.Errorf("%s items must be strings, integers or integer arrays", field)
 		}
 		return err == nil
 	})
-	if ints {
+	if ints > 0 {
 		// A flat array of token ids is one prompt.
+		t.AddDetail(field, ints, "token ids")
 		prompts++
 	}
-	return tokens, max(prompts, 1), err
+	return max(prompts, 1), err
 }
 
 // outputCap reads an optional output-cap field.

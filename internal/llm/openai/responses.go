@@ -54,22 +54,23 @@ func (Responses) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm
 	tc := &textCounter{counter: opts.TokenCounter(), model: req.Model}
 	count := tc.count
 	var notes []string
-	var in int64
+	t := llm.NewTally(opts.Explain)
 	switch {
 	case input.Type == gjson.String:
-		in += tokensPerMessage + count(input.Str)
+		t.Overhead(tokensPerMessage)
+		t.Add("input", count(input.Str))
 	case input.IsArray():
 		var bad error
-		input.ForEach(func(_, item gjson.Result) bool {
+		input.ForEach(func(i, item gjson.Result) bool {
 			if !item.IsObject() {
 				bad = errors.New("input items must be objects")
 				return false
 			}
-			n, ref := responsesItemTokens(item, tc)
-			in += n
-			if ref {
+			outer := t.Enter("input", int(i.Num), item)
+			if responsesItemTokens(item, tc, &t) {
 				notes = llm.AppendNote(notes, "input item_reference items are billed but not counted")
 			}
+			t.Leave(outer)
 			return true
 		})
 		if bad != nil {
@@ -79,17 +80,18 @@ func (Responses) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm
 		return req, errors.New("input must be a string or an array")
 	}
 	if instructions.Type == gjson.String {
-		in += tokensPerMessage + count(instructions.Str)
+		t.Overhead(tokensPerMessage)
+		t.Add("instructions", count(instructions.Str))
 	}
 	if tools.IsArray() {
-		in += count(tools.Raw)
+		t.AddDetail("tools", count(tools.Raw), llm.JSONText)
 	}
 	// A structured-output schema is rendered into the prompt too.
 	if format := text.Get("format"); format.IsObject() {
-		in += count(format.Raw)
+		t.AddDetail("text.format", count(format.Raw), llm.JSONText)
 	}
-	in += replyPriming
-	req.InputTokens = in
+	t.Overhead(replyPriming)
+	req.InputTokens = t.Done("responses format overhead", "3 an item, 1 a role, 3 to prime the reply")
 
 	if prevID.Type == gjson.String && prevID.Str != "" {
 		notes = llm.AppendNote(notes, "previous_response_id: the earlier conversation is billed as input but not counted")
@@ -106,65 +108,70 @@ func (Responses) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm
 	if err != nil {
 		return req, err
 	}
+	req.CapSource = "max_output_tokens"
 	if !req.CapGiven {
-		req.OutputCap = max(opts.DefaultOutputCap, responsesMinCap)
+		req.OutputCap, req.CapSource = max(opts.DefaultOutputCap, responsesMinCap), llm.DefaultCap
+		if opts.DefaultOutputCap < responsesMinCap {
+			req.CapSource = "the Responses API's least max_output_tokens"
+		}
 	}
 	req.StreamUsage = true
 	return req, nil
 }
 
-// responsesItemTokens counts one input item. ref reports an
+// responsesItemTokens counts one input item into t, and reports an
 // item_reference, whose content lives on OpenAI's side.
-func responsesItemTokens(item gjson.Result, tc *textCounter) (n int64, ref bool) {
+func responsesItemTokens(item gjson.Result, tc *textCounter, t *llm.Tally) (ref bool) {
 	count := tc.count
-	typ := item.Get("type").Str
-	switch typ {
+	t.Overhead(tokensPerMessage)
+	switch typ := item.Get("type").Str; typ {
 	case "", "message":
-		n = tokensPerMessage + 1 // the role
-		n += responsesContentTokens(item.Get("content"), tc)
+		t.Overhead(1) // the role
+		responsesContentTokens(item.Get("content"), tc, t)
 	case "function_call":
-		n = tokensPerMessage + count(item.Get("name").Str) + count(item.Get("arguments").Str)
+		t.Add("name", count(item.Get("name").Str))
+		t.Add("arguments", count(item.Get("arguments").Str))
 	case "function_call_output", "custom_tool_call_output":
-		n = tokensPerMessage + responsesContentTokens(item.Get("output"), tc)
+		responsesContentTokens(item.Get("output"), tc, t)
 	case "item_reference":
-		return tokensPerMessage, true
+		return true
 	default:
 		// Reasoning, tool calls and items not known yet: their JSON is a
 		// high but never free stand-in.
-		n = tokensPerMessage + count(item.Raw)
+		t.AddJSON(typ, count(item.Raw))
 	}
-	return n, false
+	return false
 }
 
-// responsesContentTokens counts message content: a string or parts.
-func responsesContentTokens(v gjson.Result, tc *textCounter) int64 {
+// responsesContentTokens counts message content, a string or parts,
+// into t.
+func responsesContentTokens(v gjson.Result, tc *textCounter, t *llm.Tally) {
 	count := tc.count
 	if v.Type == gjson.String {
-		return count(v.Str)
+		t.Add("text", count(v.Str))
+		return
 	}
 	if !v.IsArray() {
-		if v.Type == gjson.Null || !v.Exists() {
-			return 0
+		if v.Type != gjson.Null && v.Exists() {
+			t.AddDetail("content", count(v.Raw), llm.JSONText)
 		}
-		return count(v.Raw)
+		return
 	}
-	var n int64
 	v.ForEach(func(_, part gjson.Result) bool {
-		switch part.Get("type").Str {
+		switch typ := part.Get("type").Str; typ {
 		case "input_text", "output_text", "text":
-			n += count(part.Get("text").Str)
+			t.Add(typ, count(part.Get("text").Str))
 		case "refusal":
-			n += count(part.Get("refusal").Str)
+			t.Add(typ, count(part.Get("refusal").Str))
 		case "input_image":
-			n += tc.image(part.Get("detail").Str, part.Get("image_url").Str)
+			tc.image(t, typ, part.Get("detail").Str, part.Get("image_url").Str)
 		default:
 			// Files (inline data is charged as text: high, never free)
 			// and parts not known yet.
-			n += count(part.Raw)
+			t.AddJSON(typ, count(part.Raw))
 		}
 		return true
 	})
-	return n
 }
 
 // Inject implements llm.API: it adds max_output_tokens when absent.
