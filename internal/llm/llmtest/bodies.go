@@ -1,10 +1,26 @@
 package llmtest
 
 import (
+	"bytes"
+	"encoding/base64"
 	"fmt"
+	"image"
+	"image/png"
 	"math/rand/v2"
 	"strings"
+	"testing"
 )
+
+// PNGDataURL returns a data URL of a blank width×height PNG: an image
+// part whose size the request tells.
+func PNGDataURL(t testing.TB, width, height int) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, image.NewGray(image.Rect(0, 0, width, height))); err != nil {
+		t.Fatal(err)
+	}
+	return "data:image/png;base64," + base64.StdEncoding.EncodeToString(buf.Bytes())
+}
 
 // A Knob is a part of a request body that [Bodies] varies.
 type Knob struct {

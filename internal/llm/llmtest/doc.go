@@ -32,7 +32,11 @@
 //     Envoy hands a body over in chunks cut wherever the network cut it,
 //     so a reader that depends on the cuts would charge the same response
 //     differently from one call to the next.
-//   - Every request fixture parses to its Request, or fails with its error.
+//   - Every request fixture parses to its Request, or fails with its
+//     error, and explained ([llm.ParseOptions.Explain]) the same, in
+//     parts that sum to its input estimate ([CheckExplained]). The
+//     differential checks and the request fuzz targets check every body
+//     they accept so too.
 //   - Every file in the folder has an entry, so that no fixture goes
 //     unchecked.
 //

@@ -113,15 +113,16 @@ func FuzzRequestPaths(f *testing.F, d Dir, target RequestTarget) {
 // CheckRequest parses body, sent to path, with target.API. It may refuse
 // the body; what it accepts must be plausible (a model, no negative
 // input, an output cap of at least one unless the API has no output, at
-// least one choice), and Inject must then accept the body too: a request
-// that was admitted must not fail on its way to the provider. With a
-// View, the reservation must also be what the provider does
-// ([CheckDifferential]).
+// least one choice), explained part by part ([CheckExplained]), and
+// Inject must then accept the body too: a request that was admitted must
+// not fail on its way to the provider. With a View, the reservation must
+// also be what the provider does ([CheckDifferential]).
 func CheckRequest(t *testing.T, target RequestTarget, path string, body []byte) {
 	t.Helper()
 	api := target.API
 	opts := ParseOptions()
 	opts.Model = target.Model
+	CheckExplained(t, api, path, body, opts)
 	req, err := api.ParseRequest(path, body, opts)
 	if err != nil {
 		return
@@ -144,7 +145,8 @@ func CheckRequest(t *testing.T, target RequestTarget, path string, body []byte) 
 }
 
 // RunDifferential checks n bodies made from target's knobs ([Bodies])
-// with [CheckDifferential], and reports how many the API accepted: a
+// with [CheckExplained] and [CheckDifferential], and reports how many the
+// API accepted: a
 // differential test that accepts nothing proves nothing, so it fails when
 // fewer than minAccepted were.
 func RunDifferential(t *testing.T, target RequestTarget, n, minAccepted int) {
@@ -156,6 +158,7 @@ func RunDifferential(t *testing.T, target RequestTarget, n, minAccepted int) {
 		if _, err := target.API.ParseRequest(target.Path, body, opts); err == nil {
 			accepted++
 		}
+		CheckExplained(t, target.API, target.Path, body, opts)
 		CheckDifferential(t, target, target.Path, body, opts)
 	}
 	t.Logf("%s: %d of %d bodies accepted", target.API.Name(), accepted, n)

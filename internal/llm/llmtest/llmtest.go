@@ -100,6 +100,7 @@ func Run(t *testing.T, cfg Config) {
 				if got != tc.Want {
 					t.Fatalf("got  %+v\nwant %+v", got, tc.Want)
 				}
+				CheckExplained(t, api(t, tc.API), tc.Path, cfg.Dir.Read(t, tc.File), ParseOptions())
 			})
 		}
 	})
