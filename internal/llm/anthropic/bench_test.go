@@ -29,3 +29,15 @@ func BenchmarkParseRequest(b *testing.B) {
 		llmtest.LongPrompt() + `"}]}]}`)
 	llmtest.BenchParse(b, Messages{}, "/v1/messages", body)
 }
+
+// TestParseAllocs: without an explanation, the parse allocates nothing
+// per message or block.
+func TestParseAllocs(t *testing.T) {
+	llmtest.CheckParseAllocs(t, Messages{}, "/v1/messages", func(n int) []byte {
+		return []byte(`{"model":"claude-sonnet-4-5","max_tokens":100,"system":[{"type":"text","text":"Terse."}],"messages":[` +
+			llmtest.Repeat(`{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image","source":{"type":"url","url":"u"}},`+
+				`{"type":"document","title":"t","source":{"type":"text","data":"doc"}},{"type":"tool_result","tool_use_id":"x","content":[{"type":"text","text":"42"}]}]},`+
+				`{"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"s"},{"type":"tool_use","id":"x","name":"f","input":{}}]}`, n) +
+			`],"tools":[{"name":"f","input_schema":{}}]}`)
+	})
+}

@@ -30,3 +30,15 @@ func BenchmarkParseRequest(b *testing.B) {
 		`"}]}],"inferenceConfig":{"maxTokens":5}}`)
 	llmtest.BenchParse(b, Converse{}, "/model/m/converse", body)
 }
+
+// TestParseAllocs: without an explanation, the parse allocates nothing
+// per message or block.
+func TestParseAllocs(t *testing.T) {
+	llmtest.CheckParseAllocs(t, Converse{}, "/model/anthropic.claude-3-haiku/converse", func(n int) []byte {
+		return []byte(`{"system":[{"text":"Terse."}],"messages":[` +
+			llmtest.Repeat(`{"role":"user","content":[{"text":"hi"},{"image":{"format":"png","source":{"bytes":"AAAA"}}},`+
+				`{"document":{"format":"pdf","name":"d","source":{"bytes":"AAAA"}}},{"toolResult":{"toolUseId":"x","content":[{"text":"42"}]}},{"cachePoint":{"type":"default"}}]},`+
+				`{"role":"assistant","content":[{"toolUse":{"toolUseId":"x","name":"f","input":{}}},{"reasoningContent":{"reasoningText":{"text":"hmm"}}}]}`, n) +
+			`],"toolConfig":{"tools":[{"toolSpec":{"name":"f"}}]},"inferenceConfig":{"maxTokens":100}}`)
+	})
+}

@@ -51,3 +51,14 @@ func BenchmarkParseRequest(b *testing.B) {
 		`"}]}],"generationConfig":{"maxOutputTokens":5}}`)
 	llmtest.BenchParse(b, GenerateContent{}, "/v1beta/models/m:generateContent", body)
 }
+
+// TestParseAllocs: without an explanation, the parse allocates nothing
+// per content or part.
+func TestParseAllocs(t *testing.T) {
+	llmtest.CheckParseAllocs(t, GenerateContent{}, "/v1beta/models/gemini-2.5-flash:generateContent", func(n int) []byte {
+		return []byte(`{"systemInstruction":{"parts":[{"text":"Terse."}]},"contents":[` +
+			llmtest.Repeat(`{"role":"user","parts":[{"text":"hi"},{"inlineData":{"mimeType":"image/png","data":"AAAA"}}]},`+
+				`{"role":"model","parts":[{"functionCall":{"name":"f","args":{}}},{"thought":true,"text":"t"}]}`, n) +
+			`],"tools":[{"functionDeclarations":[{"name":"f"}]}]}`)
+	})
+}

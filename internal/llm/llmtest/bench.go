@@ -59,3 +59,31 @@ func CheckNoAllocs(t *testing.T, name string, r llm.UsageReader, body []byte) {
 		t.Errorf("%s: got %.1f allocations per body, want 0", name, n)
 	}
 }
+
+// CheckParseAllocs checks that api's parse of the body that body(n)
+// returns for n repetitions of its parts, sent to path, allocates as
+// much for n = 64 as for n = 1: a parse that does not explain itself (the
+// server's) must allocate nothing per part, or a busy server's garbage
+// would grow with the size of its requests. Parts that allocate of
+// themselves (an image whose header is decoded, a string with JSON
+// escapes) should be left out of body.
+func CheckParseAllocs(t *testing.T, api llm.API, path string, body func(n int) []byte) {
+	t.Helper()
+	opts := ParseOptions()
+	allocs := func(n int) float64 {
+		b := body(n)
+		if _, err := api.ParseRequest(path, b, opts); err != nil {
+			t.Fatalf("%s: %v\n%s", api.Name(), err, b)
+		}
+		return testing.AllocsPerRun(20, func() { _, _ = api.ParseRequest(path, b, opts) })
+	}
+	if one, many := allocs(1), allocs(64); many != one {
+		t.Errorf("%s: got %.1f allocations for 64 repetitions of the parts, %.1f for one; want as many", api.Name(), many, one)
+	}
+}
+
+// Repeat returns part n times, joined by commas: the elements of a JSON
+// array, for the body of [CheckParseAllocs].
+func Repeat(part string, n int) string {
+	return strings.Repeat(part+",", n-1) + part
+}

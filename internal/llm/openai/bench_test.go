@@ -51,3 +51,33 @@ func BenchmarkParseRequest(b *testing.B) {
 		})
 	}
 }
+
+// TestParseAllocs: without an explanation, the parse allocates nothing
+// per message, item or part.
+func TestParseAllocs(t *testing.T) {
+	for _, tc := range []struct {
+		api  llm.API
+		body func(n int) string
+	}{
+		{Chat{}, func(n int) string {
+			return `{"model":"gpt-4o","messages":[` + llmtest.Repeat(`{"role":"user","name":"ann","content":[{"type":"text","text":"hi there"},`+
+				`{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]},`+
+				`{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}`, n) +
+				`],"tools":[{"type":"function","function":{"name":"f"}}],"functions":[{"name":"g"}]}`
+		}},
+		{Responses{}, func(n int) string {
+			return `{"model":"gpt-4o","instructions":"Be brief.","input":[` + llmtest.Repeat(`{"role":"user","content":[{"type":"input_text","text":"hi"}]},`+
+				`{"type":"function_call","name":"f","arguments":"{}"},{"type":"function_call_output","output":"ok"},`+
+				`{"type":"reasoning","summary":[]},{"role":"assistant","content":"done"}`, n) +
+				`],"tools":[{"type":"function","name":"f"}],"text":{"format":{"type":"json_schema"}}}`
+		}},
+		{Completions{}, func(n int) string {
+			return `{"model":"gpt-3.5-turbo-instruct","prompt":[` + llmtest.Repeat(`"Say this"`, n) + `],"suffix":"end"}`
+		}},
+		{Embeddings{}, func(n int) string {
+			return `{"model":"text-embedding-3-small","input":[` + llmtest.Repeat(`[1,2,3]`, n) + `]}`
+		}},
+	} {
+		llmtest.CheckParseAllocs(t, tc.api, "/v1/x", func(n int) []byte { return []byte(tc.body(n)) })
+	}
+}
