@@ -125,11 +125,14 @@ func Thinking(thinking gjson.Result, field string) (bool, error) {
 	if err := llm.OptionalObject(thinking, field); err != nil {
 		return false, err
 	}
-	typ, err := llm.OptionalString(thinking.Get("type"), field+".type")
-	if err != nil {
+	typ := thinking.Get("type")
+	if typ.Type != gjson.Null && typ.Type != gjson.String {
+		// The field's name is put together only for the error: on every
+		// request, it would be the parse's one allocation.
+		_, err := llm.OptionalString(typ, field+".type")
 		return false, err
 	}
-	return thinking.IsObject() && typ != "disabled", nil
+	return thinking.IsObject() && typ.Str != "disabled", nil
 }
 
 // DefaultCap returns the output cap of a request without max_tokens: def,
