@@ -178,19 +178,10 @@ func (st *stream) requestTrailers() (*extprocv3.ProcessingResponse, bool) {
 func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 	api := st.target.api
 	o := &st.s.opts
-	req, err := api.ParseRequest(st.path, body, llm.ParseOptions{Counter: o.Counter, DefaultOutputCap: o.DefaultOutputCap, Model: st.target.model})
+	req, err := st.s.parse(st.target, st.path, body, nil)
 	if err != nil {
 		st.count(api, "bad_request")
-		return badRequest(api, "Invalid request: "+err.Error()), true
-	}
-	if st.target.model != "" {
-		// The path names the model (an Azure deployment): the provider
-		// serves that one, whatever the body says.
-		req.Model = st.target.model
-	}
-	if req.Background && o.RefuseBackground {
-		st.count(api, "bad_request")
-		return badRequest(api, "Invalid request: background responses are not allowed here: their usage cannot be metered"), true
+		return badRequest(api, err.Error()), true
 	}
 	st.req = req
 	st.attrs = append(st.attrs,
