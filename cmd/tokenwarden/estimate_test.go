@@ -288,3 +288,24 @@ func FuzzEstimate(f *testing.F) {
 	})
 }
 
+// TestEstimateInDocs: the example in docs/estimates.md is what the
+// command prints.
+func TestEstimateInDocs(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "estimates.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const command = "$ tokenwarden estimate testdata/openai/chat_request.json\n"
+	_, example, ok := strings.Cut(string(doc), command)
+	if !ok {
+		t.Fatalf("docs/estimates.md has no example starting %q", command)
+	}
+	example, _, _ = strings.Cut(example, "```")
+	var out strings.Builder
+	if err := run(t.Context(), []string{"estimate", filepath.Join("..", "..", "testdata", "openai", "chat_request.json")}, nil, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != example {
+		t.Errorf("the command prints\n%s\ndocs/estimates.md says\n%s", out.String(), example)
+	}
+}
