@@ -160,7 +160,6 @@ func serve(ctx context.Context, s *Settings, stderr io.Writer) error {
 		Store:        store,
 		Limits:       s.Limits,
 		Prices:       s.Prices,
-		StoreTimeout: s.Store.Timeout,
 		Logger:       log,
 		Registerer:   reg,
 	})
