@@ -128,7 +128,7 @@ func TestRunEstimate(t *testing.T) {
 		{name: "not an object", body: `[1]`, wantErr: "not a JSON object"},
 		{name: "unknown path", args: []string{"-path", "/v1/images"}, body: `{}`, wantErr: "not an API path"},
 		{name: "no model", body: `{"messages":[]}`, wantErr: "pass -model"},
-		{name: "bad tokenizer", args: []string{"-tokenizer", "fancy"}, body: `{}`, wantErr: "Mode"},
+		{name: "bad tokenizer", args: []string{"-tokenizer", "fancy"}, body: `{}`, wantErr: "tokenizer: \"fancy\""},
 		{name: "two files", args: []string{"a", "b"}, wantErr: "one body at a time"},
 		{name: "missing file", args: []string{filepath.Join(dir, "nope.json")}, wantErr: "no such file"},
 	}
