@@ -3,7 +3,6 @@ package accounting
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -60,10 +59,12 @@ func (l *Limit) Validate() error {
 	if l.Dimension >= numDimensions {
 		bad("dimension", "unknown dimension %d", l.Dimension)
 	}
+	listed := make(map[string]bool, len(l.Scope))
 	for i, name := range l.Scope {
-		if slices.Contains(l.Scope[:i], name) {
+		if listed[name] {
 			bad(fmt.Sprintf("scope[%d]", i), "%q is listed twice", name)
 		}
+		listed[name] = true
 	}
 	if l.Algorithm > TokenBucket {
 		bad("algorithm", "unknown algorithm %d", l.Algorithm)
