@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -13,6 +14,8 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/config"
+	"github.com/tokenwarden/tokenwarden/extproc"
 	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 )
 
@@ -49,20 +52,20 @@ func runEstimate(_ context.Context, args []string, stdin io.Reader, stdout, stde
 	path := fs.String("path", "/v1/chat/completions", "API `path` the body is sent to")
 	mode := fs.String("tokenizer", "approximate", "approximate | exact")
 	cpt := fs.Float64("chars-per-token", tokenizer.ReferenceCharsPerToken, "the approximation's rate (a scale: 4 is calibrated)")
-	defaultCap := fs.Int64("default-output-cap", 4096, "output cap assumed when the request sets none")
+	defaultCap := fs.Int64("default-output-cap", extproc.DefaultOutputCap, "output cap assumed when the request sets none")
 	priceIn := fs.Float64("price-input", 0, "input price, USD per 1M tokens")
 	priceOut := fs.Float64("price-output", 0, "output price, USD per 1M tokens")
 	configPath := fs.String("config", "", "take the tokenizer, default output cap and prices from this config `file` (the server's own settings)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var settings *Settings
+	var cfg *config.Config
 	if *configPath != "" {
 		var err error
-		if settings, err = loadSettings(*configPath); err != nil {
+		if cfg, err = loadConfig(*configPath); err != nil {
 			return fmt.Errorf("estimate: %w", err)
 		}
-		*defaultCap = settings.OutputCap
+		*defaultCap = cmp.Or(cfg.Server.DefaultOutputCap, extproc.DefaultOutputCap)
 	}
 	if fs.NArg() > 1 {
 		return fmt.Errorf("estimate: one body at a time, got %d files", fs.NArg())
@@ -74,8 +77,8 @@ func runEstimate(_ context.Context, args []string, stdin io.Reader, stdout, stde
 		return errors.New("estimate: prices must not be negative")
 	}
 	tcfg := tokenizer.Config{Mode: tokenizer.Mode(*mode), CharsPerToken: *cpt}
-	if settings != nil {
-		tcfg = settings.Estimation
+	if cfg != nil {
+		tcfg = cfg.Tokenizer
 	}
 	counter, err := tokenizer.New(tcfg)
 	if err != nil {
@@ -90,8 +93,8 @@ func runEstimate(_ context.Context, args []string, stdin io.Reader, stdout, stde
 		return fmt.Errorf("estimate: %w", err)
 	}
 	price := accounting.Price{Input: *priceIn, Output: *priceOut}
-	if settings != nil {
-		price, _ = settings.Prices.Lookup(est.Model)
+	if cfg != nil {
+		price, _ = cfg.Accounting.Prices.Lookup(est.Model)
 	}
 	printEstimate(stdout, est, counter, price)
 	return nil
