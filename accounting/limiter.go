@@ -1,7 +1,6 @@
 package accounting
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -76,8 +75,9 @@ func (o *Options) Validate() error {
 			first[l.Name] = i
 		}
 		if l.Dimension == Cost {
-			// A limit matched to one model needs that model's price (or
-			// the default); any other may meet every model.
+			// A limit matched to one model (the "model" attribute every
+			// request carries) needs that model's price or the default;
+			// any other may meet every model.
 			model, one := l.Match["model"]
 			_, hasDefault := o.Prices[DefaultModel]
 			if _, ok := o.Prices.Lookup(model); !ok || (!one && !hasDefault) {
@@ -128,12 +128,12 @@ func New(opts Options) (*Limiter, error) {
 		store:       opts.Store,
 		limits:      opts.Limits,
 		prices:      opts.Prices,
-		settleRetry: cmp.Or(opts.SettleRetry, DefaultSettleRetry),
+		settleRetry: opts.SettleRetry,
 		log:         opts.Logger,
 		m:           newMetrics(opts.Registerer),
 		closing:     make(chan struct{}),
 	}
-	if l.settleRetry < 0 {
+	if l.settleRetry <= 0 {
 		l.settleRetry = DefaultSettleRetry
 	}
 	l.settleRetry = min(l.settleRetry, MaxSettleRetry)

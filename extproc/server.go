@@ -226,9 +226,9 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 // Register registers srv's ExternalProcessor service on gs, which must
 // have been created with srv.ServerOptions(), together with the gRPC
 // health service that Envoy's grpc_health_check asks, reporting the
-// server ("") and the ExternalProcessor service SERVING. Call it before
-// gs serves, once per gs (a second health service would be a duplicate
-// registration).
+// server ("") and the ExternalProcessor service SERVING. Call it once,
+// before gs serves, on a gs without a health service of its own: grpc
+// treats registering a service twice as fatal.
 //
 // It returns the health server: call its Shutdown when the process
 // starts to drain, so that health checks answer NOT_SERVING and Envoy
