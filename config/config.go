@@ -180,7 +180,8 @@ func (c *Config) store(f *file, p *problems) {
 	r := &f.Store.Redis
 	var timeout time.Duration
 	if r.Timeout != "" {
-		// Read whatever the store type, as it always was.
+		// Checked whatever the store type, so that a bad timeout is
+		// found before the day the type becomes redis.
 		d, err := time.ParseDuration(r.Timeout)
 		if err != nil || d <= 0 {
 			p.add("store.redis.timeout", "%q is not a positive duration", r.Timeout)
