@@ -491,15 +491,26 @@ func TestCostLimitForOneModelNeedsOnlyItsPrice(t *testing.T) {
 
 func TestShippedConfigsAreValid(t *testing.T) {
 	// Every tokenwarden config shipped with the project must load.
-	paths, _ := filepath.Glob("../envoy/*/tokenwarden*.yaml")
+	paths := shippedConfigs()
 	if len(paths) == 0 {
-		t.Fatal("no shipped tokenwarden config found under envoy/")
+		t.Fatal("no shipped tokenwarden config found under envoy/ or deploy/")
 	}
 	for _, path := range paths {
 		if _, err := Load(path); err != nil {
 			t.Errorf("%s: %v", path, err)
 		}
 	}
+}
+
+// shippedConfigs lists the tokenwarden config files shipped with the
+// project (the compose and demo configs, the Kubernetes example).
+func shippedConfigs() []string {
+	var paths []string
+	for _, pattern := range []string{"../envoy/*/tokenwarden*.yaml", "../deploy/*/*/tokenwarden*.yaml"} {
+		found, _ := filepath.Glob(pattern)
+		paths = append(paths, found...)
+	}
+	return paths
 }
 
 func TestLoad(t *testing.T) {

@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -11,8 +10,7 @@ import (
 // the same answer twice, names a field in every problem it lists in
 // order, and returns only options the libraries accept.
 func FuzzParse(f *testing.F) {
-	seeds, _ := filepath.Glob("../envoy/*/tokenwarden*.yaml")
-	seeds = append(seeds, "../cmd/tokenwarden/default.yaml")
+	seeds := append(shippedConfigs(), "../cmd/tokenwarden/default.yaml")
 	for _, path := range seeds {
 		data, err := os.ReadFile(path)
 		if err != nil {
