@@ -1,6 +1,13 @@
 // Package accounting decides whether an LLM request may spend what it is
 // estimated to cost, and books what it really cost afterwards.
 //
+// An embedder builds a [Limiter] with [New] from [Options] (the config
+// package reads the limits and prices from a file), on a [Store]: memstore
+// for one instance, redisstore for replicas that share limits, or one of
+// its own that passes the storetest suite. extproc's server drives it; a
+// program that meters LLM calls some other way can call [Limiter.Reserve]
+// and [Reservation.Settle] itself.
+//
 // # Model
 //
 // A [Limit] caps one dimension (requests, tokens or USD cost) over a window,

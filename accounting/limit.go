@@ -1,6 +1,7 @@
 package accounting
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -38,23 +39,90 @@ func (l *Limit) Capacity() int64 {
 	return l.Limit
 }
 
-// Validate reports an error for a limit no store could enforce.
+// Validate reports every problem that keeps a store from enforcing the
+// limit, or that makes it mean something other than it says, joined;
+// each is a [FieldError] named by the limit's config key (name, window,
+// burst, …).
 func (l *Limit) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, FieldErrorf(field, format, args...))
+	}
 	switch {
 	case l.Name == "":
-		return fmt.Errorf("limit has no name")
-	case l.Dimension >= numDimensions:
-		return fmt.Errorf("limit %q: unknown dimension", l.Name)
-	case l.Limit <= 0:
-		return fmt.Errorf("limit %q: limit must be positive", l.Name)
-	case l.Burst < 0:
-		return fmt.Errorf("limit %q: burst must not be negative", l.Name)
-	case l.Calendar == NoCalendar && (l.Window < time.Second || l.Window > 31*24*time.Hour):
-		return fmt.Errorf("limit %q: window %s is outside 1s..31d", l.Name, l.Window)
-	case l.Calendar == CalendarMonth && l.Algorithm != FixedWindow:
-		return fmt.Errorf("limit %q: a calendar month window needs fixed_window", l.Name)
+		bad("name", "required")
+	case !validLimitName(l.Name):
+		// The name is a store key's prefix, a metric label and a reply
+		// header's value: keep it to characters that are safe in all.
+		bad("name", "%q must be 1-%d letters, digits, '_', '.' or '-', starting with a letter or digit", l.Name, MaxLimitNameBytes)
 	}
-	return nil
+	if l.Dimension >= numDimensions {
+		bad("dimension", "unknown dimension %d", l.Dimension)
+	}
+	listed := make(map[string]bool, len(l.Scope))
+	for i, name := range l.Scope {
+		if listed[name] {
+			bad(fmt.Sprintf("scope[%d]", i), "%q is listed twice", name)
+		}
+		listed[name] = true
+	}
+	if l.Algorithm > TokenBucket {
+		bad("algorithm", "unknown algorithm %d", l.Algorithm)
+	}
+	if l.Limit <= 0 {
+		bad("limit", "must be positive")
+	}
+	switch {
+	case l.Burst < 0:
+		bad("burst", "must not be negative")
+	case l.Burst > 0 && l.Algorithm != TokenBucket:
+		bad("burst", "only a token_bucket has a burst")
+	}
+	switch l.Calendar {
+	case NoCalendar:
+		if l.Window < MinWindow || l.Window > MaxWindow {
+			bad("window", "%s is outside 1s..31d", l.Window)
+		}
+	case CalendarMonth:
+		if l.Algorithm != FixedWindow {
+			bad("window", "a calendar month needs algorithm fixed_window")
+		}
+	default:
+		bad("window", "unknown calendar %d", l.Calendar)
+	}
+	if l.OnStoreError > FailOpen {
+		bad("on_store_error", "unknown fail mode %d", l.OnStoreError)
+	}
+	return errors.Join(errs...)
+}
+
+// The bounds of a window that does not follow the calendar. Below a
+// second the store's clock and the network blur the window; above a
+// month a limit is a budget, which a calendar month expresses.
+const (
+	MinWindow = time.Second
+	MaxWindow = 31 * 24 * time.Hour
+)
+
+// MaxLimitNameBytes is the longest limit name.
+const MaxLimitNameBytes = 64
+
+// validLimitName reports whether name is 1-MaxLimitNameBytes of
+// [A-Za-z0-9_.-], starting with a letter or digit.
+func validLimitName(name string) bool {
+	if name == "" || len(name) > MaxLimitNameBytes {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && (c == '_' || c == '.' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // Attribute is one identity attribute of a request.

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,40 +18,93 @@ import (
 )
 
 // ErrNoPrice is returned when a cost limit applies to a model that has no
-// price and there is no default price. Config validation should make it
+// price and there is no default price. [Options.Validate] makes it
 // impossible; a reservation never guesses a cost of zero.
 var ErrNoPrice = errors.New("accounting: no price for model")
 
-// Options configure a Limiter. Only Store is required.
+// Defaults of [Options].
+const (
+	// DefaultSettleRetry is how long a failed settlement or release is
+	// retried when Options.SettleRetry is zero.
+	DefaultSettleRetry = 2 * time.Minute
+	// DefaultMaxPendingSettlements bounds the settlements and releases
+	// retrying at once when Options.MaxPendingSettlements is zero.
+	DefaultMaxPendingSettlements = 10000
+)
+
+// Options configure a Limiter. Only Store is required; the zero value of
+// every other field is its default.
+//
+// The Limiter sets no timeout of its own on a store call: the Store
+// bounds each call itself (see [Store]), since it is the one that knows
+// what a call costs on its network.
 type Options struct {
 	Store  Store
 	Limits []Limit
 	Prices Prices
-	// StoreTimeout bounds each store call; zero means 50ms.
-	StoreTimeout time.Duration
 	// SettleRetry is how long a settlement that failed on the store, or
 	// the release of a reservation whose answer was lost, is retried in
-	// the background before it is given up; zero means 2m, and it may
-	// not exceed MaxSettleRetry.
+	// the background before it is given up; zero means
+	// DefaultSettleRetry, and it may not exceed MaxSettleRetry.
 	SettleRetry time.Duration
 	// MaxPendingSettlements bounds the settlements and releases retrying
-	// at once; zero means 10000.
+	// at once; zero means DefaultMaxPendingSettlements.
 	MaxPendingSettlements int
 	Logger                *slog.Logger
 	// Registerer receives the Limiter's metrics; nil means none.
 	Registerer prometheus.Registerer
 }
 
+// Validate reports every problem of the limits and prices, joined, each a
+// [FieldError] named by its config key: a limit's own (limits[2].window,
+// see [Limit.Validate]), two limits of one name, a cost limit that meets
+// a model without a price, a price that is not one
+// (models.gpt-4o.input). It does not look at Store, Logger or
+// Registerer, so that a loader can check a file before it builds a
+// store; [New] calls it.
+func (o *Options) Validate() error {
+	var errs []error
+	first := make(map[string]int, len(o.Limits))
+	for i := range o.Limits {
+		l := &o.Limits[i]
+		field := fmt.Sprintf("limits[%d]", i)
+		errs = append(errs, PrefixFields(field, l.Validate()))
+		if j, seen := first[l.Name]; seen && l.Name != "" {
+			errs = append(errs, FieldErrorf(field+".name", "%q is also the name of limits[%d]", l.Name, j))
+		} else {
+			first[l.Name] = i
+		}
+		if l.Dimension == Cost {
+			// A limit matched to one model (the "model" attribute every
+			// request carries) needs that model's price or the default;
+			// any other may meet every model.
+			model, one := l.Match["model"]
+			_, hasDefault := o.Prices[DefaultModel]
+			if _, ok := o.Prices.Lookup(model); !ok || (!one && !hasDefault) {
+				what := "every model"
+				if one {
+					what = strconv.Quote(model)
+				}
+				errs = append(errs, FieldErrorf(field, "a cost limit needs a price under models for %s (or a default entry)", what))
+			}
+		}
+	}
+	for _, model := range slices.Sorted(maps.Keys(o.Prices)) {
+		p := o.Prices[model]
+		errs = append(errs, PrefixFields("models."+model, p.Validate()))
+	}
+	return errors.Join(errs...)
+}
+
 // Limiter applies a set of limits, reserving on and settling against a
 // Store. It is safe for concurrent use.
 type Limiter struct {
-	store        Store
-	limits       []Limit
-	prices       Prices
-	storeTimeout time.Duration
-	settleRetry  time.Duration
-	log          *slog.Logger
-	m            *metrics
+	store       Store
+	limits      []Limit
+	prices      Prices
+	settleRetry time.Duration
+	log         *slog.Logger
+	m           *metrics
 
 	idPrefix string
 	idSeq    atomic.Uint64
@@ -60,36 +115,26 @@ type Limiter struct {
 	closeOnce  sync.Once
 }
 
-// New returns a Limiter. It fails if a limit is invalid.
+// New returns a Limiter. It fails without a store, or if
+// [Options.Validate] finds a problem.
 func New(opts Options) (*Limiter, error) {
 	if opts.Store == nil {
 		return nil, errors.New("accounting: no store")
 	}
-	names := make(map[string]bool, len(opts.Limits))
-	for i := range opts.Limits {
-		if err := opts.Limits[i].Validate(); err != nil {
-			return nil, err
-		}
-		if names[opts.Limits[i].Name] {
-			return nil, fmt.Errorf("accounting: two limits named %q", opts.Limits[i].Name)
-		}
-		names[opts.Limits[i].Name] = true
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("accounting: invalid options: %w", err)
 	}
 	l := &Limiter{
-		store:        opts.Store,
-		limits:       opts.Limits,
-		prices:       opts.Prices,
-		storeTimeout: opts.StoreTimeout,
-		settleRetry:  opts.SettleRetry,
-		log:          opts.Logger,
-		m:            newMetrics(opts.Registerer),
-		closing:      make(chan struct{}),
-	}
-	if l.storeTimeout <= 0 {
-		l.storeTimeout = 50 * time.Millisecond
+		store:       opts.Store,
+		limits:      opts.Limits,
+		prices:      opts.Prices,
+		settleRetry: opts.SettleRetry,
+		log:         opts.Logger,
+		m:           newMetrics(opts.Registerer),
+		closing:     make(chan struct{}),
 	}
 	if l.settleRetry <= 0 {
-		l.settleRetry = 2 * time.Minute
+		l.settleRetry = DefaultSettleRetry
 	}
 	l.settleRetry = min(l.settleRetry, MaxSettleRetry)
 	if l.log == nil {
@@ -97,7 +142,7 @@ func New(opts Options) (*Limiter, error) {
 	}
 	pending := opts.MaxPendingSettlements
 	if pending <= 0 {
-		pending = 10000
+		pending = DefaultMaxPendingSettlements
 	}
 	l.retrySlots = make(chan struct{}, pending)
 	var b [8]byte
@@ -197,7 +242,7 @@ type Reservation struct {
 // settlement), whether the request is refused or admitted under fail-open
 // limits. Such a reservation holds capacity until the release lands: its
 // first attempt runs 50ms after the failure, later ones back off to 5s
-// apart, for Options.SettleRetry (2m by default); so when the store
+// apart, for Options.SettleRetry ([DefaultSettleRetry]); so when the store
 // answers again within that time, at most the outage plus 5s. Past it
 // (or when the retry queue is full), the release is given up, logged and
 // counted, and the reservation stays charged until its window lets it go
@@ -243,9 +288,8 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 		return r, nil
 	}
 
-	sctx, cancel := context.WithTimeout(ctx, l.storeTimeout)
-	res, err := l.store.Reserve(sctx, ReserveRequest{ID: r.ID, Items: items})
-	cancel()
+	// The caller's context as it is: the store bounds the call.
+	res, err := l.store.Reserve(ctx, ReserveRequest{ID: r.ID, Items: items})
 	if err != nil {
 		l.m.storeErrors.WithLabelValues("reserve").Inc()
 		if errors.Is(err, ErrStoreUnavailable) && !errors.Is(err, ErrNotApplied) {

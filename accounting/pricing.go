@@ -1,6 +1,9 @@
 package accounting
 
-import "math"
+import (
+	"errors"
+	"math"
+)
 
 // Price is a model's price in USD per million tokens. Because a token
 // count times a price per million is a cost in micro-dollars, prices need
@@ -13,6 +16,25 @@ type Price struct {
 	// CacheWrite1h prices 1-hour cache writes; zero means 2 × Input.
 	CacheWrite1h float64
 	Output       float64
+}
+
+// Validate reports every price that is negative or not a number, joined;
+// each is a [FieldError] named by its config key (input, cached_input,
+// cache_write, cache_write_1h, output).
+func (pr *Price) Validate() error {
+	var errs []error
+	for _, f := range []struct {
+		name  string
+		value float64
+	}{
+		{"input", pr.Input}, {"cached_input", pr.CachedInput}, {"cache_write", pr.CacheWrite},
+		{"cache_write_1h", pr.CacheWrite1h}, {"output", pr.Output},
+	} {
+		if f.value < 0 || math.IsNaN(f.value) || math.IsInf(f.value, 0) {
+			errs = append(errs, FieldErrorf(f.name, "%v is not a price", f.value))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Prices maps model names to prices. The entry "default" applies to

@@ -50,10 +50,9 @@ func (r *Reservation) Settle(ctx context.Context, usage Usage) (bool, error) {
 		req.Items[i] = SettleItem{Counter: it.counter, Reserved: it.amount, Actual: actual, Mark: it.mark}
 	}
 	// Settlement must happen even when the caller's context is cancelled
-	// (the client went away): that is exactly when it matters.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.storeTimeout)
-	err := l.store.Settle(sctx, req)
-	cancel()
+	// (the client went away): that is exactly when it matters. The store
+	// bounds the call (see Store), so no cancellation is needed to end it.
+	err := l.store.Settle(context.WithoutCancel(ctx), req)
 	switch {
 	case err == nil:
 		l.m.settlements.WithLabelValues("ok").Inc()
@@ -154,9 +153,8 @@ func (l *Limiter) later(try func(ctx context.Context) error, gaveUp func(err err
 			case <-l.closing:
 				wait.Stop()
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), l.storeTimeout)
-			err := try(ctx)
-			cancel()
+			// Bounded by the store, like every store call.
+			err := try(context.Background())
 			if err == nil {
 				return
 			}

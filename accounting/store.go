@@ -43,6 +43,19 @@ var ErrReleased = errors.New("accounting: reservation released before it arrived
 // reservation whose answer was lost be found and undone; it costs memory
 // only while the request is in flight.
 //
+// # Bounding a call
+//
+// A Store bounds each of its calls itself, from the call to the answer,
+// and whatever the context says: it is the one that knows what a call
+// costs on its network (redisstore: its Options.Timeout, dials and pool
+// waits included; memstore answers at once). The Limiter sets no timeout
+// of its own. It passes Reserve the caller's context, so that a caller
+// who goes away stops waiting, and Settle and Release a context that is
+// never cancelled (the caller's, through context.WithoutCancel, or
+// context.Background for a retry), since a settlement must land exactly
+// when the client has gone: the store's own bound is then what ends the
+// call, and a Store without one would hold a settling request forever.
+//
 // A call that failed because the store could not be reached, or did not
 // answer in time, returns an error wrapping [ErrStoreUnavailable] (and
 // [ErrNotApplied] when it certainly changed nothing); any other error

@@ -286,7 +286,7 @@ func TestConfigurationExampleIsAccepted(t *testing.T) {
 }
 
 // configDir is where the config file's Go types live.
-const configDir = "cmd/tokenwarden"
+const configDir = "config"
 
 // TestConfigurationKeysDocumented checks the configuration reference names
 // every key of the config file. The keys come from the yaml tags of the
@@ -344,8 +344,8 @@ func configKeys(t *testing.T) []string {
 			return true
 		})
 	}
-	if structs["Config"] == nil {
-		t.Fatalf("no type Config in %s: point configDir at where the config file's types live", configDir)
+	if structs["file"] == nil {
+		t.Fatalf("no type file in %s: point configDir at where the config file's types live", configDir)
 	}
 	var keys []string
 	var walk func(st *ast.StructType, prefix string, depth int)
@@ -373,7 +373,7 @@ func configKeys(t *testing.T) []string {
 			keys = append(keys, path)
 		}
 	}
-	walk(structs["Config"], "", 0)
+	walk(structs["file"], "", 0)
 	slices.Sort(keys)
 	return keys
 }

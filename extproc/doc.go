@@ -2,6 +2,11 @@
 // state machine per HTTP request, Envoy's messages in, decisions and
 // mutations out. It is the only package that knows gRPC.
 //
+// An embedder builds a [Server] with [NewServer] from [Options] (the
+// config package reads them from a file) and an accounting.Limiter,
+// creates a grpc.Server with [Server.ServerOptions], and calls [Register],
+// which adds the gRPC health service Envoy checks.
+//
 // # One request
 //
 //	request_headers   identity attributes and the API kind; 401 when a
@@ -9,7 +14,7 @@
 //	                  known LLM API are counted on the requests dimension
 //	                  only, here, and their bodies are not sent
 //	                  (mode_override).
-//	request_body      the wire format (package llm and its
+//	request_body      the wire format (internal/llm and its
 //	                  implementations) reads model, output cap and text;
 //	                  the accounting.Limiter reserves the estimate on every
 //	                  applicable limit; the reply continues (with body

@@ -1,10 +1,12 @@
 package extproc
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"runtime/debug"
 	"sync/atomic"
 
@@ -12,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
@@ -19,15 +23,18 @@ import (
 	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 )
 
-// Options configure a Server. Limiter is required.
+// Options configure a Server. Limiter is required; the zero value of
+// every other field is its default, except for the two Inject fields,
+// whose zero value turns the edit off.
 type Options struct {
 	Limiter  *accounting.Limiter
 	Identity Identity
 	// Counter counts the tokens of request text and images and of
-	// streamed output; nil means the calibrated approximation.
+	// streamed output; nil means the calibrated approximation. The config
+	// package builds it from a file's estimation section.
 	Counter TokenCounter
 	// DefaultOutputCap is the output cap of a request that names none;
-	// zero means 4096.
+	// zero means DefaultOutputCap, and it may not exceed MaxOutputCap.
 	DefaultOutputCap int64
 	// InjectOutputCap adds the API's output-cap field to requests that
 	// have none, so the reservation bounds the spend.
@@ -39,7 +46,7 @@ type Options struct {
 	// decompressing. Compressed responses are read either way.
 	StripAcceptEncoding bool
 	// MaxBuffer bounds what a usage reader keeps of a response (a JSON
-	// body, one SSE event); zero means 4 MiB.
+	// body, one SSE event); zero means DefaultMaxBuffer.
 	MaxBuffer int
 	// HiddenReasoningModels are model patterns ('*' matches any run of
 	// characters) of models that reason without streaming their
@@ -58,6 +65,21 @@ type Options struct {
 	Logger           *slog.Logger
 	Registerer       prometheus.Registerer
 }
+
+// DefaultOutputCap is the output cap of a request that names none, when
+// Options.DefaultOutputCap is zero: what a request without max_tokens
+// reserves for its output (and has injected).
+const DefaultOutputCap = 4096
+
+// MaxOutputCap is the largest Options.DefaultOutputCap: providers read an
+// output cap as a 32-bit integer, and an injected one must be one they
+// accept.
+const MaxOutputCap = math.MaxInt32
+
+// DefaultMaxBuffer is what a usage reader keeps of a response at most
+// when Options.MaxBuffer is zero: 4 MiB, enough for the longest event
+// that carries usage.
+const DefaultMaxBuffer = llm.DefaultMaxBuffer
 
 // DefaultHiddenReasoningModels are the model families known to reason
 // without streaming their reasoning in full: OpenAI's o-series and
@@ -88,28 +110,22 @@ type Server struct {
 	warnedObservability atomic.Bool
 }
 
-// NewServer returns a Server.
+// NewServer returns a Server. It fails without a Limiter, or if
+// [Options.Validate] finds a problem.
 func NewServer(opts Options) (*Server, error) {
 	if opts.Limiter == nil {
 		return nil, errors.New("extproc: no limiter")
 	}
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("extproc: invalid options: %w", err)
+	}
 	if opts.Counter == nil {
 		opts.Counter = tokenizer.Default()
 	}
-	if opts.DefaultOutputCap <= 0 {
-		opts.DefaultOutputCap = 4096
-	}
-	if opts.MaxBuffer <= 0 {
-		opts.MaxBuffer = 4 << 20
-	}
+	opts.DefaultOutputCap = cmp.Or(opts.DefaultOutputCap, DefaultOutputCap)
 	reasoning := opts.HiddenReasoningModels
 	if reasoning == nil {
 		reasoning = DefaultHiddenReasoningModels
-	}
-	for _, p := range reasoning {
-		if p == "" {
-			return nil, errors.New("extproc: an empty hidden-reasoning model pattern")
-		}
 	}
 	log := opts.Logger
 	if log == nil {
@@ -200,9 +216,30 @@ func GRPCServerOptions() []grpc.ServerOption {
 }
 
 // ServerOptions are GRPCServerOptions plus the interceptor that keeps a
-// panic in one stream from taking the process down.
+// panic in one stream from taking the process down. Create the
+// grpc.Server that hosts srv with them (and any of your own), then
+// [Register] srv on it.
 func (s *Server) ServerOptions() []grpc.ServerOption {
 	return append(GRPCServerOptions(), grpc.ChainStreamInterceptor(s.recoverStream))
+}
+
+// Register registers srv's ExternalProcessor service on gs, which must
+// have been created with srv.ServerOptions(), together with the gRPC
+// health service that Envoy's grpc_health_check asks, reporting the
+// server ("") and the ExternalProcessor service SERVING. Call it once,
+// before gs serves, on a gs without a health service of its own: grpc
+// treats registering a service twice as fatal.
+//
+// It returns the health server: call its Shutdown when the process
+// starts to drain, so that health checks answer NOT_SERVING and Envoy
+// sends new requests elsewhere while in-flight streams finish.
+func Register(gs *grpc.Server, srv *Server) *health.Server {
+	extprocv3.RegisterExternalProcessorServer(gs, srv)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(extprocv3.ExternalProcessor_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	return hs
 }
 
 // recoverStream turns a panic in a stream's handler into an Internal

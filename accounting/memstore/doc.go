@@ -1,5 +1,7 @@
 // Package memstore is an in-memory [accounting.Store] for a single
-// tokenwarden instance and for tests.
+// tokenwarden instance and for tests. An embedder passes New's Store as
+// accounting.Options.Store when one process enforces the limits alone
+// (config: store.type: memory); its counters die with the process.
 //
 // All counters sit behind one mutex: a reservation touches several
 // counters at once and must be atomic across them, and one decision takes

@@ -19,7 +19,7 @@ import (
 // suite passes.
 func TestCluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
-	if _, err := New(Options{ClusterAddrs: cl.Addrs()}); err == nil || !strings.Contains(err.Error(), "needs a hash tag") {
+	if _, err := New(Options{ClusterAddrs: cl.Addrs()}); err == nil || !strings.Contains(err.Error(), "hash_tag: required") {
 		t.Errorf("New for a cluster without a hash tag: got %v, want an error", err)
 	}
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRetries: -1, ContextTimeoutEnabled: true})

@@ -1,6 +1,11 @@
 // Package redisstore is an [accounting.Store] on Redis, so that N
 // tokenwarden replicas enforce one limit, not N (config: store.type: redis).
 //
+// An embedder builds one with [New] from [Options] (the config package
+// reads them from the store.redis section of a file), or with
+// [NewFromClient] on a go-redis client of its own, and passes it to
+// accounting.New as Options.Store.
+//
 // # One function call per decision
 //
 // The Store's calls are the functions of one Redis function library
@@ -71,12 +76,15 @@
 // # Failures
 //
 // Every call is bounded by [Options.Timeout] (config store.redis.timeout),
-// including waiting for a pooled connection and dialling one, and every
-// failure is returned wrapped in [accounting.ErrStoreUnavailable], so that
-// the Limiter applies each limit's on_store_error; a failure that
-// certainly changed nothing (no connection could be had, or Redis
-// answered with an error) also wraps [accounting.ErrNotApplied], which
-// spares the release. go-redis reconnects by itself when Redis comes
+// including waiting for a pooled connection and dialling one. It is the
+// only bound on a store call: the Limiter passes its caller's context
+// through (a settlement's is never cancelled), because the Store is the
+// layer that knows its network and configures the client's own timeouts
+// to match. Every failure is returned wrapped in
+// [accounting.ErrStoreUnavailable], so that the Limiter applies each
+// limit's on_store_error; a failure that certainly changed nothing (no
+// connection could be had, or Redis answered with an error) also wraps
+// [accounting.ErrNotApplied], which spares the release. go-redis reconnects by itself when Redis comes
 // back; the Store needs no restart. The client does not retry a command:
 // a Reserve retried after it ran would charge twice.
 //

@@ -226,7 +226,7 @@ func TestSettleRetryLandsOnce(t *testing.T) {
 			}
 			s.offset.Store((time.Hour - time.Duration(now.UnixMicro()%time.Hour.Microseconds())*time.Microsecond + 30*time.Second).Microseconds())
 			reg := prometheus.NewRegistry()
-			l, err := accounting.New(accounting.Options{Store: s, Limits: []accounting.Limit{lim}, StoreTimeout: faultTimeout, SettleRetry: time.Minute, Registerer: reg})
+			l, err := accounting.New(accounting.Options{Store: s, Limits: []accounting.Limit{lim}, SettleRetry: time.Minute, Registerer: reg})
 			if err != nil {
 				t.Fatal(err)
 			}

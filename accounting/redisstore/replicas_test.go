@@ -216,7 +216,9 @@ func TestLimiterReplicas(t *testing.T) {
 		{Name: "requests", Dimension: accounting.Requests, Algorithm: accounting.FixedWindow, Limit: 1 << 40, Window: time.Hour},
 		{Name: "cost", Dimension: accounting.Cost, Scope: []string{"tenant"}, Algorithm: accounting.FixedWindow, Limit: 1 << 40, Window: time.Hour},
 	}
-	prices := accounting.Prices{"m": {Input: 1, Output: 3}} // micro-dollars per token
+	// Micro-dollars per token, for "m" and (so that the cost limit, which
+	// meets every model, is valid) every other model.
+	prices := accounting.Prices{"m": {Input: 1, Output: 3}, accounting.DefaultModel: {Input: 1, Output: 3}}
 	attrs := accounting.Attributes{{Name: "tenant", Value: "acme"}}
 
 	// Put every replica's clock 30s into an hour, so that no window rolls
@@ -231,7 +233,7 @@ func TestLimiterReplicas(t *testing.T) {
 	for range 3 {
 		s := newStore(t, srv, Options{})
 		s.offset.Store(offset)
-		l, err := accounting.New(accounting.Options{Store: s, Limits: limits, Prices: prices, StoreTimeout: testTimeout})
+		l, err := accounting.New(accounting.Options{Store: s, Limits: limits, Prices: prices})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/accounting/storetest"
@@ -157,28 +158,44 @@ func TestContractHashTag(t *testing.T) {
 
 func TestNewOptions(t *testing.T) {
 	tests := []struct {
-		name    string
-		opts    Options
-		wantErr string
+		name       string
+		opts       Options
+		wantFields string // the fields Validate names, in order
+		wantErr    string // a part of New's error
 	}{
-		{"no address", Options{}, "no URL"},
-		{"bad scheme", Options{URL: "http://localhost:6379"}, "invalid URL scheme"},
-		{"bad database", Options{URL: "redis://localhost:6379/x"}, "invalid database"},
-		{"hash tag with brace", Options{URL: "redis://localhost", HashTag: "a}b"}, "must not contain"},
-		{"sentinel without addresses", Options{SentinelMasterName: "mymaster"}, "without sentinel addresses"},
-		{"sentinel and cluster", Options{SentinelMasterName: "mymaster", SentinelAddrs: []string{"a:1"}, ClusterAddrs: []string{"b:2"}}, "both"},
-		{"cluster without hash tag", Options{ClusterAddrs: []string{"localhost:7000"}}, "needs a hash tag"},
-		{"plain", Options{URL: "redis://localhost:6379/0"}, ""},
-		{"tls and password", Options{URL: "rediss://user:secret@localhost:6380/2", PoolSize: 7, MinIdleConns: 1}, ""},
-		{"sentinel", Options{SentinelMasterName: "mymaster", SentinelAddrs: []string{"localhost:26379"}, URL: "redis://:pw@ignored/1"}, ""},
-		{"cluster", Options{ClusterAddrs: []string{"localhost:7000", "localhost:7001"}, HashTag: "tw", URL: "rediss://:pw@ignored"}, ""},
+		{"no address", Options{}, "url", "url: required, unless sentinel.master_name or cluster_addrs is set"},
+		{"bad scheme", Options{URL: "http://user:secret@localhost:6379"}, "url", "url: must start with redis://, rediss:// or unix://"},
+		{"not a URL", Options{URL: "redis://:secret@[::1"}, "url", "url: is not a URL"},
+		{"bad database", Options{URL: "redis://localhost:6379/x"}, "url", "invalid database"},
+		{"bad query parameter", Options{URL: "redis://localhost:6379/0?dial_timeout=soon"}, "url", "invalid dial_timeout duration"},
+		{"hash tag with brace", Options{URL: "redis://localhost", HashTag: "a}b"}, "hash_tag", `hash_tag: "a}b" must not contain`},
+		{"negative timeout", Options{URL: "redis://localhost", Timeout: -time.Second}, "timeout", "timeout: must not be negative"},
+		{"negative pool", Options{URL: "redis://localhost", PoolSize: -1, MinIdleConns: -1}, "pool_size min_idle_conns", "pool_size: must not be negative"},
+		{"sentinel without addresses", Options{SentinelMasterName: "mymaster"}, "sentinel.addrs", "sentinel.addrs: required with sentinel.master_name"},
+		{"sentinel and cluster", Options{SentinelMasterName: "mymaster", SentinelAddrs: []string{"a:1"}, ClusterAddrs: []string{"b:2"}, HashTag: "tw"},
+			"cluster_addrs", "cluster_addrs: cannot be combined with sentinel"},
+		{"cluster without hash tag", Options{ClusterAddrs: []string{"localhost:7000"}}, "hash_tag", "hash_tag: required with cluster_addrs"},
+		{"every problem at once", Options{URL: "http://x", ClusterAddrs: []string{"a:1"}, SentinelMasterName: "m", PoolSize: -1, HashTag: "{"},
+			"url sentinel.addrs cluster_addrs pool_size hash_tag", ""},
+		{"plain", Options{URL: "redis://localhost:6379/0"}, "", ""},
+		{"unix socket", Options{URL: "unix:///run/redis.sock?db=2"}, "", ""},
+		{"tls and password", Options{URL: "rediss://user:secret@localhost:6380/2", PoolSize: 7, MinIdleConns: 1}, "", ""},
+		{"sentinel", Options{SentinelMasterName: "mymaster", SentinelAddrs: []string{"localhost:26379"}, URL: "redis://:pw@ignored/1"}, "", ""},
+		{"cluster", Options{ClusterAddrs: []string{"localhost:7000", "localhost:7001"}, HashTag: "tw", URL: "rediss://:pw@ignored"}, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			got := fieldsOf(tt.opts.Validate())
+			if strings.Join(got, " ") != tt.wantFields {
+				t.Errorf("Validate names %q, want %q", strings.Join(got, " "), tt.wantFields)
+			}
 			s, err := New(tt.opts)
-			if tt.wantErr != "" {
+			if tt.wantFields != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("New: got error %v, want one containing %q", err, tt.wantErr)
+				}
+				if strings.Contains(err.Error(), "secret") {
+					t.Errorf("New: the error %q repeats the URL's password", err)
 				}
 				return
 			}
@@ -193,9 +210,92 @@ func TestNewOptions(t *testing.T) {
 	}
 }
 
+// fieldsOf lists the fields of the FieldErrors err joins, at any depth.
+func fieldsOf(err error) []string {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []string
+		for _, e := range j.Unwrap() {
+			out = append(out, fieldsOf(e)...)
+		}
+		return out
+	}
+	var fe *accounting.FieldError
+	if errors.As(err, &fe) {
+		return []string{fe.Field}
+	}
+	if err != nil {
+		return []string{"(no field: " + err.Error() + ")"}
+	}
+	return nil
+}
+
+// TestClientSettings: every kind of client New builds carries the
+// settings the Store depends on, whatever the URL asks for.
+func TestClientSettings(t *testing.T) {
+	const timeout = 70 * time.Millisecond
+	url := "redis://u:p@example.invalid:6379/1?max_retries=5&read_timeout=9s&pool_timeout=9s"
+	tests := []struct {
+		name string
+		opts Options
+	}{
+		{"single server", Options{URL: url}},
+		{"sentinel", Options{URL: url, SentinelMasterName: "m", SentinelAddrs: []string{"example.invalid:26379"}}},
+		{"cluster", Options{URL: url, ClusterAddrs: []string{"example.invalid:7000"}, HashTag: "tw"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.opts.Timeout = timeout
+			s, err := New(tt.opts)
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			defer s.Close()
+			type settings struct {
+				MaxRetries                             int
+				ContextTimeoutEnabled                  bool
+				ReadTimeout, WriteTimeout, PoolTimeout time.Duration
+				DialerRetries                          int
+				DisableIdentity                        bool
+				Username, Password                     string
+			}
+			var got settings
+			switch c := s.client.(type) {
+			case *redis.Client:
+				o := c.Options()
+				got = settings{o.MaxRetries, o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout, o.DialerRetries, o.DisableIdentity, o.Username, o.Password}
+			case *redis.ClusterClient:
+				o := c.Options()
+				got = settings{o.MaxRetries, o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout, o.DialerRetries, o.DisableIdentity, o.Username, o.Password}
+				// A ClusterClient keeps -1 ("no retries") as it was given,
+				// where a Client stores 0; a 0 here would mean retries.
+				if o.MaxRetries != -1 {
+					t.Errorf("cluster MaxRetries: got %d, want -1", o.MaxRetries)
+				}
+				got.MaxRetries = 0
+				if o.MaintNotificationsConfig == nil || o.MaintNotificationsConfig.Mode != maintnotifications.ModeDisabled {
+					t.Errorf("maintenance notifications: got %+v, want disabled", o.MaintNotificationsConfig)
+				}
+			default:
+				t.Fatalf("client: got %T, want *redis.Client or *redis.ClusterClient", s.client)
+			}
+			if tt.name == "cluster" {
+				if _, ok := s.client.(*redis.ClusterClient); !ok {
+					t.Errorf("client for one cluster seed node: got %T, want *redis.ClusterClient", s.client)
+				}
+			}
+			// go-redis reads MaxRetries -1 as "no retries" and stores 0.
+			want := settings{0, true, timeout, timeout, timeout, 1, true, "u", "p"}
+			if got != want {
+				t.Errorf("settings: got %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
 // TestURLSettings checks that what the URL says reaches the connection.
 func TestURLSettings(t *testing.T) {
-	s, err := New(Options{URL: "rediss://user:secret@example.invalid:6380/3", PoolSize: 7, Timeout: time.Second})
+	s, err := New(Options{URL: "rediss://user:secret@example.invalid:6380/3?dial_timeout=3s&client_name=tw&max_idle_conns=4&conn_max_idle_time=1m&pool_fifo=true&pool_size=2",
+		PoolSize: 7, Timeout: time.Second})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -208,7 +308,11 @@ func TestURLSettings(t *testing.T) {
 		t.Errorf("TLS: got %+v, want server name example.invalid", o.TLSConfig)
 	}
 	if o.PoolSize != 7 {
-		t.Errorf("pool size: got %d, want 7", o.PoolSize)
+		t.Errorf("pool size: got %d, want 7 (Options.PoolSize over the URL's)", o.PoolSize)
+	}
+	if o.DialTimeout != 3*time.Second || o.ClientName != "tw" || o.MaxIdleConns != 4 || o.ConnMaxIdleTime != time.Minute || !o.PoolFIFO {
+		t.Errorf("query parameters: got dial_timeout %v client_name %q max_idle_conns %d conn_max_idle_time %v pool_fifo %v, want 3s tw 4 1m true",
+			o.DialTimeout, o.ClientName, o.MaxIdleConns, o.ConnMaxIdleTime, o.PoolFIFO)
 	}
 	// go-redis reads MaxRetries -1 as "no retries" and stores 0.
 	if o.MaxRetries != 0 || !o.ContextTimeoutEnabled || o.ReadTimeout != time.Second || o.PoolTimeout != time.Second {

@@ -1,7 +1,8 @@
 // Package storetest is the contract suite every accounting.Store must pass,
 // in the spirit of testing/slogtest: a backend's own test calls [Run] with
 // a constructor, and the suite pins the algorithms, atomicity, settlement,
-// release and expiry so that a limit behaves the same on every store.
+// release and expiry so that a limit behaves the same on every store. An
+// embedder who writes a Store of their own runs it in that Store's tests.
 package storetest
 
 import (

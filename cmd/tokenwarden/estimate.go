@@ -11,6 +11,7 @@ import (
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/accounting/memstore"
+	"github.com/tokenwarden/tokenwarden/config"
 	"github.com/tokenwarden/tokenwarden/extproc"
 	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 )
@@ -45,15 +46,15 @@ func runEstimate(_ context.Context, args []string, stdin io.Reader, stdout, stde
 	if fs.NArg() > 1 {
 		return fmt.Errorf("estimate: one body at a time, got %d files", fs.NArg())
 	}
-	s, err := loadSettings(*configPath)
+	cfg, err := loadConfig(*configPath)
 	if err != nil {
 		return fmt.Errorf("estimate: %w", err)
 	}
-	counter, err := newTokenCounter(s)
+	counter, err := tokenizer.New(cfg.Tokenizer)
 	if err != nil {
 		return fmt.Errorf("estimate: %w", err)
 	}
-	srv, err := estimateServer(s, counter)
+	srv, err := estimateServer(cfg, counter)
 	if err != nil {
 		return fmt.Errorf("estimate: %w", err)
 	}
@@ -69,34 +70,23 @@ func runEstimate(_ context.Context, args []string, stdin io.Reader, stdout, stde
 	if err != nil {
 		return fmt.Errorf("estimate: %w", err)
 	}
-	printExplanation(stdout, *path, e, counter, s.Prices)
+	printExplanation(stdout, *path, e, counter, cfg.Accounting.Prices)
 	return nil
 }
 
 // estimateServer returns a Server with the settings' estimation options,
 // as serve starts it. Its limiter, which Explain never calls, runs on a
 // memory store: estimating touches no store.
-func estimateServer(s *Settings, counter extproc.TokenCounter) (*extproc.Server, error) {
-	limiter, err := accounting.New(accounting.Options{
-		Store:  memstore.New(memstore.Options{}),
-		Limits: s.Limits,
-		Prices: s.Prices,
-	})
+func estimateServer(cfg *config.Config, counter extproc.TokenCounter) (*extproc.Server, error) {
+	ao := cfg.Accounting
+	ao.Store = memstore.New(memstore.Options{})
+	limiter, err := accounting.New(ao)
 	if err != nil {
 		return nil, err
 	}
-	return extproc.NewServer(extproc.Options{
-		Limiter:               limiter,
-		Identity:              s.Identity,
-		Counter:               counter,
-		DefaultOutputCap:      s.OutputCap,
-		InjectOutputCap:       s.InjectCap,
-		InjectStreamUsage:     s.InjectUsage,
-		StripAcceptEncoding:   s.StripEncoding,
-		HiddenReasoningModels: s.HiddenReasoning,
-		RefuseBackground:      s.RefuseBackground,
-		AzureDeployments:      s.AzureDeployments,
-	})
+	so := cfg.Server
+	so.Limiter, so.Counter = limiter, counter
+	return extproc.NewServer(so)
 }
 
 // readEstimateBody reads the body from the file name, or from stdin for

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/internal/llm/llmtest"
+	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 )
 
 // writeFile writes data to name in dir and returns its path.
@@ -49,11 +50,11 @@ func TestRunEstimate(t *testing.T) {
 	bodyFile := writeFile(t, dir, "body.json", `{"model":"gpt-4o","messages":[{"role":"user","content":"From a file."}]}`)
 	fixture := func(name string) string { return filepath.Join("..", "..", "testdata", name) }
 	// Text is counted by the embedded config's tokenizer.
-	s, err := loadSettings("")
+	tw, err := loadConfig("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	counter, err := newTokenCounter(s)
+	counter, err := tokenizer.New(tw.Tokenizer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,15 +188,15 @@ func TestRunEstimate(t *testing.T) {
 // through run, and requires the figures the server's own Explain gives
 // for the same body and path: the CLI only presents them.
 func TestEstimateIsTheServers(t *testing.T) {
-	s, err := loadSettings("")
+	tw, err := loadConfig("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	counter, err := newTokenCounter(s)
+	counter, err := tokenizer.New(tw.Tokenizer)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := estimateServer(s, counter)
+	srv, err := estimateServer(tw, counter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,15 +250,15 @@ func FuzzEstimate(f *testing.F) {
 		f.Add(b, uint8(i))
 	}
 	f.Add([]byte(`{"model":"x","messages":[{"role":"a\u0000\nb","content":[{"type":"\u202e","text":"y"}]}]}`), uint8(0))
-	s, err := loadSettings("")
+	tw, err := loadConfig("")
 	if err != nil {
 		f.Fatal(err)
 	}
-	counter, err := newTokenCounter(s)
+	counter, err := tokenizer.New(tw.Tokenizer)
 	if err != nil {
 		f.Fatal(err)
 	}
-	srv, err := estimateServer(s, counter)
+	srv, err := estimateServer(tw, counter)
 	if err != nil {
 		f.Fatal(err)
 	}

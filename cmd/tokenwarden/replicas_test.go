@@ -11,6 +11,7 @@ import (
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/accounting/redisstore"
+	"github.com/tokenwarden/tokenwarden/config"
 	"github.com/tokenwarden/tokenwarden/internal/envoytest"
 	"github.com/tokenwarden/tokenwarden/internal/redistest"
 )
@@ -92,7 +93,7 @@ func TestReplicasShareOneLimit(t *testing.T) {
 	const fits = 10
 	limit := est*fits + est/2
 	cfg := replicaConfig(srv.URL(), limit)
-	settings, err := ParseConfig([]byte(cfg))
+	parsed, err := config.Parse([]byte(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func TestReplicasShareOneLimit(t *testing.T) {
 			// after settlement. The shared counter holds their usage, and
 			// nothing of the rejected ones.
 			want := admitted.Load() * replicaUsage
-			if got := replicaUsed(t, store, &settings.Limits[0], tenant); got != want {
+			if got := replicaUsed(t, store, &parsed.Accounting.Limits[0], tenant); got != want {
 				t.Errorf("shared counter after settlement: got %d, want the sum of usage %d", got, want)
 			}
 			// Every replica reads the same counter: one more request through

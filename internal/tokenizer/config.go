@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
 )
 
 // Mode selects how a model's text is counted.
@@ -65,32 +67,36 @@ type Rule struct {
 	CharsPerToken float64
 }
 
-// validate reports the first invalid field, named as in Config.
+// validate reports every invalid field, joined, each an
+// accounting.FieldError named by its key under estimation in the config
+// file (tokenizer, per_model[1].chars_per_token, default_image, …).
 func (c *Config) validate() error {
-	if err := validMode(c.Mode); err != nil {
-		return fmt.Errorf("Mode: %w", err)
+	var errs []error
+	bad := func(field string, err error) {
+		if err != nil {
+			errs = append(errs, &accounting.FieldError{Field: field, Err: err})
+		}
 	}
-	if err := validRate(c.CharsPerToken); err != nil {
-		return fmt.Errorf("CharsPerToken: %w", err)
-	}
+	bad("tokenizer", validMode(c.Mode))
+	bad("chars_per_token", validRate(c.CharsPerToken))
 	for i, r := range c.PerModel {
+		field := fmt.Sprintf("per_model[%d]", i)
 		if r.Pattern == "" {
-			return fmt.Errorf("PerModel[%d].Pattern: empty", i)
+			bad(field+".pattern", errors.New("required"))
 		}
-		if err := validMode(r.Mode); err != nil {
-			return fmt.Errorf("PerModel[%d].Mode: %w", i, err)
-		}
-		if err := validRate(r.CharsPerToken); err != nil {
-			return fmt.Errorf("PerModel[%d].CharsPerToken: %w", i, err)
-		}
+		bad(field+".tokenizer", validMode(r.Mode))
+		bad(field+".chars_per_token", validRate(r.CharsPerToken))
 	}
-	if c.DefaultImageWidth < 0 || c.DefaultImageHeight < 0 {
-		return errors.New("DefaultImageWidth, DefaultImageHeight: negative")
+	if c.DefaultImageWidth < 0 {
+		bad("default_image.width", errors.New("must not be negative"))
+	}
+	if c.DefaultImageHeight < 0 {
+		bad("default_image.height", errors.New("must not be negative"))
 	}
 	if (c.DefaultImageWidth == 0) != (c.DefaultImageHeight == 0) {
-		return errors.New("DefaultImageWidth, DefaultImageHeight: set both or neither")
+		bad("default_image", errors.New("set both width and height, or neither"))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func validMode(m Mode) error {

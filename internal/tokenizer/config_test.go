@@ -1,34 +1,38 @@
 package tokenizer
 
-import (
-	"strings"
-	"testing"
-)
+import "testing"
 
 func TestConfigValidation(t *testing.T) {
 	tests := []struct {
 		name    string
 		cfg     Config
-		wantErr string
+		wantErr string // New's error, exactly; "" for none
 	}{
 		{"zero value", Config{}, ""},
-		{"full", Config{Mode: ModeExact, CharsPerToken: 3.5, PerModel: []Rule{{Pattern: "claude-*", Mode: ModeApproximate, CharsPerToken: 3}}}, ""},
-		{"bad mode", Config{Mode: "precise"}, "Mode:"},
-		{"bad rate", Config{CharsPerToken: -1}, "CharsPerToken:"},
-		{"absurd rate", Config{CharsPerToken: 100}, "CharsPerToken:"},
-		{"empty pattern", Config{PerModel: []Rule{{Mode: ModeExact}}}, "PerModel[0].Pattern"},
-		{"bad rule mode", Config{PerModel: []Rule{{Pattern: "x", Mode: "fast"}}}, "PerModel[0].Mode"},
-		{"bad rule rate", Config{PerModel: []Rule{{Pattern: "x"}, {Pattern: "y", CharsPerToken: 0.1}}}, "PerModel[1].CharsPerToken"},
-		{"half an image size", Config{DefaultImageWidth: 100}, "DefaultImageWidth"},
+		{"full", Config{Mode: ModeExact, CharsPerToken: 3.5, PerModel: []Rule{{Pattern: "claude-*", Mode: ModeApproximate, CharsPerToken: 3}},
+			DefaultImageWidth: 512, DefaultImageHeight: 512}, ""},
+		{"bad mode", Config{Mode: "precise"}, `tokenizer: "precise" is not "approximate" or "exact"`},
+		{"bad rate", Config{CharsPerToken: -1}, "chars_per_token: -1 is outside 0.5..20"},
+		{"absurd rate", Config{CharsPerToken: 100}, "chars_per_token: 100 is outside 0.5..20"},
+		{"empty pattern", Config{PerModel: []Rule{{Mode: ModeExact}}}, "per_model[0].pattern: required"},
+		{"bad rule mode", Config{PerModel: []Rule{{Pattern: "x", Mode: "fast"}}}, `per_model[0].tokenizer: "fast" is not "approximate" or "exact"`},
+		{"bad rule rate", Config{PerModel: []Rule{{Pattern: "x"}, {Pattern: "y", CharsPerToken: 0.1}}}, "per_model[1].chars_per_token: 0.1 is outside 0.5..20"},
+		{"half an image size", Config{DefaultImageWidth: 100}, "default_image: set both width and height, or neither"},
+		{"negative image size", Config{DefaultImageWidth: -1, DefaultImageHeight: 5}, "default_image.width: must not be negative"},
+		{"every problem at once", Config{Mode: "x", CharsPerToken: 99, PerModel: []Rule{{CharsPerToken: -2}}, DefaultImageHeight: 3},
+			"tokenizer: \"x\" is not \"approximate\" or \"exact\"\nchars_per_token: 99 is outside 0.5..20\n" +
+				"per_model[0].pattern: required\nper_model[0].chars_per_token: -2 is outside 0.5..20\n" +
+				"default_image: set both width and height, or neither"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := New(tt.cfg)
-			switch {
-			case tt.wantErr == "" && err != nil:
-				t.Errorf("New: got error %v, want none", err)
-			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
-				t.Errorf("New: got error %v, want one naming %q", err, tt.wantErr)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tt.wantErr {
+				t.Errorf("New: got error %q, want %q", got, tt.wantErr)
 			}
 		})
 	}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/config"
+	"github.com/tokenwarden/tokenwarden/extproc"
+	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
+)
+
+// runCheckConfig implements "tokenwarden check-config": it validates a
+// file, reporting every problem, or prints what the server would run.
+func runCheckConfig(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "config `file` to check")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *configPath == "" {
+		return errors.New("check-config: -config FILE is required")
+	}
+	cfg, err := config.Load(*configPath)
+	if err != nil {
+		return err
+	}
+	printConfig(stdout, cfg)
+	return nil
+}
+
+// printConfig prints the effective settings and limits, defaults filled
+// in, for check-config.
+func printConfig(w io.Writer, cfg *config.Config) {
+	storeType := "memory"
+	if cfg.Store.Redis != nil {
+		storeType = "redis"
+	}
+	fmt.Fprintf(w, "config ok\nlisten %s, admin %s, store %s\n", cfg.Listen, cfg.Admin, storeType)
+	if cfg.Store.Redis != nil && cfg.Store.AllowEviction {
+		fmt.Fprintln(w, "store.redis.allow_eviction: true: Redis's maxmemory-policy is not checked; a full Redis under any policy but noeviction resets budgets")
+	}
+	s := &cfg.Server
+	fmt.Fprintf(w, "estimation: tokenizer %s, %.2f chars/token, default output cap %d, inject cap %v, inject stream usage %v\n",
+		cmp.Or(cfg.Tokenizer.Mode, tokenizer.ModeApproximate), cmp.Or(cfg.Tokenizer.CharsPerToken, tokenizer.ReferenceCharsPerToken),
+		cmp.Or(s.DefaultOutputCap, extproc.DefaultOutputCap), s.InjectOutputCap, s.InjectStreamUsage)
+	reasoning := s.HiddenReasoningModels
+	if reasoning == nil {
+		reasoning = extproc.DefaultHiddenReasoningModels
+	}
+	background := "reserve (charged their whole reservation)"
+	if s.RefuseBackground {
+		background = "refuse (400)"
+	}
+	fmt.Fprintf(w, "settlement without a usage report: hidden reasoning models [%s] keep their output cap; background responses: %s\n",
+		strings.Join(reasoning, ", "), background)
+	for _, d := range slices.Sorted(maps.Keys(s.AzureDeployments)) {
+		fmt.Fprintf(w, "azure deployment %s serves model %s\n", d, s.AzureDeployments[d])
+	}
+	for _, a := range s.Identity.Attributes {
+		src := "header " + a.Header
+		if a.Metadata != nil {
+			src = fmt.Sprintf("metadata %s/%s/%s", a.Metadata.Namespace, a.Metadata.Key, strings.Join(a.Metadata.Path, "/"))
+		}
+		if a.HasDefault {
+			src += fmt.Sprintf(" (default %q)", a.Default)
+		}
+		fmt.Fprintf(w, "identity %s from %s\n", a.Name, src)
+	}
+	fmt.Fprintf(w, "required: %s\n", strings.Join(s.Identity.Required, ", "))
+	limits := cfg.Accounting.Limits
+	fmt.Fprintf(w, "%d limits:\n", len(limits))
+	for _, l := range limits {
+		scope := "global"
+		if len(l.Scope) > 0 {
+			scope = "per " + strings.Join(l.Scope, "+")
+		}
+		window := l.Window.String()
+		if l.Calendar == accounting.CalendarMonth {
+			window = "calendar month"
+		}
+		line := fmt.Sprintf("  %-24s %s %s per %s, %s, %s", l.Name, formatLimit(l.Dimension, l.Limit), l.Dimension, window, scope, l.Algorithm)
+		if l.Burst > 0 {
+			line += fmt.Sprintf(" (burst %s)", formatLimit(l.Dimension, l.Burst))
+		}
+		if len(l.Match) > 0 {
+			line += fmt.Sprintf(", when %v", l.Match)
+		}
+		line += ", on store error " + l.OnStoreError.String()
+		fmt.Fprintln(w, line)
+	}
+}
+
+func formatLimit(d accounting.Dimension, v int64) string {
+	if d == accounting.Cost {
+		return fmt.Sprintf("$%d.%06d", v/1e6, v%1e6)
+	}
+	return fmt.Sprint(v)
+}

@@ -1,0 +1,116 @@
+package config
+
+// file is the YAML file as written: every key it may have, with the
+// types its values are read as. Parse turns it into a [Config].
+type file struct {
+	Listen              string               `yaml:"listen"`
+	Admin               string               `yaml:"admin"`
+	ShutdownGrace       string               `yaml:"shutdown_grace"`
+	AdminPprof          bool                 `yaml:"admin_pprof"`
+	StripAcceptEncoding bool                 `yaml:"strip_accept_encoding"`
+	Log                 logFile              `yaml:"log"`
+	Store               storeFile            `yaml:"store"`
+	Identity            identityFile         `yaml:"identity"`
+	Estimation          estimationFile       `yaml:"estimation"`
+	Models              map[string]priceFile `yaml:"models"`
+	Limits              []limitFile          `yaml:"limits"`
+	Settlement          settlementFile       `yaml:"settlement"`
+	Azure               azureFile            `yaml:"azure"`
+}
+
+type logFile struct {
+	Level  string `yaml:"level"`
+	Format string `yaml:"format"`
+}
+
+type storeFile struct {
+	Type  string    `yaml:"type"`
+	Redis redisFile `yaml:"redis"`
+}
+
+type redisFile struct {
+	URL           string       `yaml:"url"`
+	Timeout       string       `yaml:"timeout"`
+	PoolSize      int          `yaml:"pool_size"`
+	MinIdleConns  int          `yaml:"min_idle_conns"`
+	HashTag       string       `yaml:"hash_tag"`
+	ClusterAddrs  []string     `yaml:"cluster_addrs"`
+	Sentinel      sentinelFile `yaml:"sentinel"`
+	AllowEviction bool         `yaml:"allow_eviction"`
+}
+
+type sentinelFile struct {
+	MasterName string   `yaml:"master_name"`
+	Addrs      []string `yaml:"addrs"`
+	Password   string   `yaml:"password"`
+}
+
+type identityFile struct {
+	Attributes map[string]attributeFile `yaml:"attributes"`
+	Required   []string                 `yaml:"required"`
+}
+
+type attributeFile struct {
+	Header   string        `yaml:"header"`
+	Metadata *metadataFile `yaml:"metadata"`
+	Default  *string       `yaml:"default"`
+}
+
+type metadataFile struct {
+	Namespace string   `yaml:"namespace"`
+	Key       string   `yaml:"key"`
+	Path      []string `yaml:"path"`
+}
+
+type estimationFile struct {
+	Tokenizer         string          `yaml:"tokenizer"`
+	CharsPerToken     float64         `yaml:"chars_per_token"`
+	PerModel          []modelRuleFile `yaml:"per_model"`
+	ExactMaxBytes     int             `yaml:"exact_max_bytes"`
+	DefaultImage      *imageSizeFile  `yaml:"default_image"`
+	DefaultOutputCap  int64           `yaml:"default_output_cap"`
+	InjectOutputCap   *bool           `yaml:"inject_output_cap"`
+	InjectStreamUsage *bool           `yaml:"inject_stream_usage"`
+}
+
+type modelRuleFile struct {
+	Pattern       string  `yaml:"pattern"`
+	Tokenizer     string  `yaml:"tokenizer"`
+	CharsPerToken float64 `yaml:"chars_per_token"`
+}
+
+type imageSizeFile struct {
+	Width  int `yaml:"width"`
+	Height int `yaml:"height"`
+}
+
+type priceFile struct {
+	Input        float64 `yaml:"input"`
+	CachedInput  float64 `yaml:"cached_input"`
+	CacheWrite   float64 `yaml:"cache_write"`
+	CacheWrite1h float64 `yaml:"cache_write_1h"`
+	Output       float64 `yaml:"output"`
+}
+
+type limitFile struct {
+	Name         string            `yaml:"name"`
+	Dimension    string            `yaml:"dimension"`
+	Scope        []string          `yaml:"scope"`
+	Match        map[string]string `yaml:"match"`
+	Algorithm    string            `yaml:"algorithm"`
+	Limit        float64           `yaml:"limit"`
+	Window       string            `yaml:"window"`
+	Burst        float64           `yaml:"burst"`
+	OnStoreError string            `yaml:"on_store_error"`
+}
+
+type settlementFile struct {
+	// HiddenReasoningModels: unset (nil) means the built-in list, []
+	// means none.
+	HiddenReasoningModels *[]string `yaml:"hidden_reasoning_models"`
+	Background            string    `yaml:"background"`
+}
+
+type azureFile struct {
+	Deployments map[string]string `yaml:"deployments"`
+}

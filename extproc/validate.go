@@ -1,0 +1,105 @@
+package extproc
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+)
+
+// The attributes the server sets on every request itself, which no
+// identity source may supply: a limit may be scoped by them or matched
+// on them all the same.
+const (
+	// AttributeModel is the request's model.
+	AttributeModel = "model"
+	// AttributeAPI is the request's API kind ("openai.chat", …; "other"
+	// for a path that is not an LLM API call).
+	AttributeAPI = "api"
+)
+
+// Validate reports every problem of the options that come from
+// tokenwarden's config file, joined, each an [accounting.FieldError]
+// named by its key in the file (identity.attributes.tenant.header,
+// estimation.default_output_cap, settlement.hidden_reasoning_models[1],
+// azure.deployments.prod). It does not look at Limiter, Counter, Logger
+// or Registerer; [NewServer] calls it.
+func (o *Options) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, accounting.FieldErrorf(field, format, args...))
+	}
+	errs = append(errs, accounting.PrefixFields("identity", o.Identity.Validate()))
+	if o.DefaultOutputCap < 0 || o.DefaultOutputCap > MaxOutputCap {
+		bad("estimation.default_output_cap", "%d is outside 1..%d", o.DefaultOutputCap, MaxOutputCap)
+	}
+	for i, p := range o.HiddenReasoningModels {
+		if p == "" {
+			bad(fmt.Sprintf("settlement.hidden_reasoning_models[%d]", i), "must not be empty")
+		}
+	}
+	for _, d := range slices.Sorted(maps.Keys(o.AzureDeployments)) {
+		if d == "" || o.AzureDeployments[d] == "" || strings.Contains(d, "/") {
+			bad("azure.deployments."+d, "needs a deployment name (no '/') and a model")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Validate reports every problem of the identity sources, joined, each
+// an [accounting.FieldError] named by its key under identity in the
+// config file (attributes.tenant.header, required[0]).
+func (id *Identity) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, accounting.FieldErrorf(field, format, args...))
+	}
+	seen := make(map[string]bool, len(id.Attributes))
+	for i := range id.Attributes {
+		a := &id.Attributes[i]
+		field := "attributes." + a.Name
+		switch {
+		case a.Name == AttributeModel || a.Name == AttributeAPI:
+			bad(field, "%q is set by tokenwarden itself and cannot come from identity", a.Name)
+			continue
+		case seen[a.Name]:
+			bad(field, "defined twice")
+			continue
+		}
+		seen[a.Name] = true
+		if (a.Header == "") == (a.Metadata == nil) {
+			bad(field, "needs exactly one source: header or metadata")
+			continue
+		}
+		if a.Header != "" && !validHeaderName(a.Header) {
+			bad(field+".header", "%q is not a lower-case header name", a.Header)
+		}
+		if m := a.Metadata; m != nil && (m.Namespace == "" || m.Key == "") {
+			bad(field+".metadata", "needs namespace and key")
+		}
+	}
+	for i, name := range id.Required {
+		if !seen[name] {
+			bad(fmt.Sprintf("required[%d]", i), "%q is not one of the attributes", name)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validHeaderName reports whether h is a header name as Envoy hands it
+// over: lower-case letters, digits, '-' and '_'.
+func validHeaderName(h string) bool {
+	if h == "" {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
