@@ -21,8 +21,8 @@ import (
 // With CLIENT PAUSE, Redis 7.0 drops the paused command when its client
 // closes the connection on the timeout: the release finds nothing and
 // leaves a tombstone. With DEBUG SLEEP the command waits in the socket
-// and runs when Redis wakes, before any release can reach it: the
-// release refunds it.
+// and runs when Redis wakes, usually before the release (which refunds
+// it), though a release retry queued during the sleep may run first.
 func TestTimedOutReservationReleased(t *testing.T) {
 	pause := func(t *testing.T, admin *redis.Client) <-chan error {
 		done := make(chan error, 1)
@@ -45,8 +45,11 @@ func TestTimedOutReservationReleased(t *testing.T) {
 	}{
 		{"client pause/deny", false, pause, ""},
 		{"client pause/allow", true, pause, ""},
-		{"debug sleep/deny", false, sleep, "released"},
-		{"debug sleep/allow", true, sleep, "released"},
+		// Usually the stalled Reserve runs first and the release refunds
+		// it; a release retry queued during the sleep can also run first
+		// and leave a tombstone. Either way nothing stays charged.
+		{"debug sleep/deny", false, sleep, ""},
+		{"debug sleep/allow", true, sleep, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
