@@ -74,19 +74,14 @@ func runEstimate(_ context.Context, args []string, stdin io.Reader, stdout, stde
 	return nil
 }
 
-// estimateServer returns a Server with the settings' estimation options,
-// as serve starts it. Its limiter, which Explain never calls, runs on a
-// memory store: estimating touches no store.
+// estimateServer returns the Server serve would start for cfg (newServer,
+// the one place both get theirs from), on a memory store: Explain never
+// calls the limiter, so estimating touches no store.
 func estimateServer(cfg *config.Config, counter extproc.TokenCounter) (*extproc.Server, error) {
-	ao := cfg.Accounting
-	ao.Store = memstore.New(memstore.Options{})
-	limiter, err := accounting.New(ao)
-	if err != nil {
-		return nil, err
-	}
-	so := cfg.Server
-	so.Limiter, so.Counter = limiter, counter
-	return extproc.NewServer(so)
+	c := *cfg
+	c.Server.Counter = counter
+	srv, _, err := newServer(&c, memstore.New(memstore.Options{}), nil, nil)
+	return srv, err
 }
 
 // readEstimateBody reads the body from the file name, or from stdin for

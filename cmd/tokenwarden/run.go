@@ -122,15 +122,7 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 			ready.eviction = rs.CheckEviction
 		}
 	}
-	ao := cfg.Accounting
-	ao.Store, ao.Logger, ao.Registerer = store, log, reg
-	limiter, err := accounting.New(ao)
-	if err != nil {
-		return err
-	}
-	so := cfg.Server
-	so.Limiter, so.Logger, so.Registerer = limiter, log, reg
-	srv, err := extproc.NewServer(so)
+	srv, limiter, err := newServer(cfg, store, log, reg)
 	if err != nil {
 		return err
 	}
@@ -193,6 +185,26 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	_ = hsrv.Shutdown(sctx)
 	log.Info("stopped")
 	return serveErr
+}
+
+// newServer builds the limiter and the ext_proc server cfg describes, on
+// store: the one place the server and "tokenwarden estimate" get theirs
+// from, so that estimate reads a request exactly as the server does.
+// log and reg may be nil.
+func newServer(cfg *config.Config, store accounting.Store, log *slog.Logger, reg prometheus.Registerer) (*extproc.Server, *accounting.Limiter, error) {
+	ao := cfg.Accounting
+	ao.Store, ao.Logger, ao.Registerer = store, log, reg
+	limiter, err := accounting.New(ao)
+	if err != nil {
+		return nil, nil, err
+	}
+	so := cfg.Server
+	so.Limiter, so.Logger, so.Registerer = limiter, log, reg
+	srv, err := extproc.NewServer(so)
+	if err != nil {
+		return nil, nil, err
+	}
+	return srv, limiter, nil
 }
 
 // adminHandler serves /metrics, /healthz (the process is alive) and
