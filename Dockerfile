@@ -13,11 +13,13 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 ARG TARGETOS
 ARG TARGETARCH
+# The release "tokenwarden -version" prints: docker build --build-arg VERSION=v1.2.3
+ARG VERSION=""
 # Static binaries: the runtime images have no libc.
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/tokenwarden ./cmd/fakellm
+    go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /out/ ./cmd/tokenwarden ./cmd/fakellm
 
 FROM gcr.io/distroless/static-debian12:nonroot AS fakellm
 COPY --from=build /out/fakellm /usr/local/bin/fakellm

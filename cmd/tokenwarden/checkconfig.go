@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -21,16 +20,28 @@ import (
 func runCheckConfig(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "config `file` to check")
+	configPath := fs.String("config", "", "config `file` to check (default: the embedded default config)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: tokenwarden check-config [-config FILE]\n\nValidates a config, listing every problem by its field, or prints what the server would run.")
+		fs.PrintDefaults()
+	}
+	if len(args) > 0 && isHelp(args[0]) {
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return nil
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *configPath == "" {
-		return errors.New("check-config: -config FILE is required")
+	if fs.NArg() > 0 {
+		return fmt.Errorf("check-config: unexpected argument %q (give the file with -config)", fs.Arg(0))
 	}
-	cfg, err := config.Load(*configPath)
+	cfg, err := loadConfig(*configPath)
 	if err != nil {
 		return err
+	}
+	if *configPath == "" {
+		fmt.Fprintln(stdout, "(the embedded default config)")
 	}
 	printConfig(stdout, cfg)
 	return nil
@@ -82,7 +93,7 @@ func printConfig(w io.Writer, cfg *config.Config) {
 		if len(l.Scope) > 0 {
 			scope = "per " + strings.Join(l.Scope, "+")
 		}
-		window := l.Window.String()
+		window := strings.TrimPrefix(humanWindow(l.Window), "1 ") // "per minute", "per 7 days"
 		if l.Calendar == accounting.CalendarMonth {
 			window = "calendar month"
 		}
@@ -91,7 +102,7 @@ func printConfig(w io.Writer, cfg *config.Config) {
 			line += fmt.Sprintf(" (burst %s)", formatLimit(l.Dimension, l.Burst))
 		}
 		if len(l.Match) > 0 {
-			line += fmt.Sprintf(", when %v", l.Match)
+			line += ", when " + humanMatch(l.Match, slices.Sorted(maps.Keys(l.Match)))
 		}
 		line += ", on store error " + l.OnStoreError.String()
 		fmt.Fprintln(w, line)

@@ -33,7 +33,7 @@ func TestPrintConfig(t *testing.T) {
 			"estimation: tokenizer approximate, 4.00 chars/token, default output cap 4096, inject cap true, inject stream usage true",
 			"hidden reasoning models [o1*, o3*, o4*, gpt-5*, codex-*, gemini-2.5*, gemini-3*, grok-3-mini*, grok-4*] keep their output cap; background responses: reserve",
 			"1 limits:",
-			"  t                        5 tokens per 1m0s, global, sliding_window, on store error deny",
+			"  t                        5 tokens per minute, global, sliding_window, on store error deny",
 		}, []string{"allow_eviction"}},
 		{"settings", `
 store: {type: redis, redis: {url: 'redis://127.0.0.1:6379/0', allow_eviction: true}}
@@ -54,7 +54,7 @@ limits:
 			"identity sub from metadata jwt/payload/sub (default \"anon\")",
 			"identity tenant from header x-tenant",
 			"required: tenant",
-			"  spend                    $1.500000 cost per 24h0m0s, per tenant, token_bucket (burst $3.000000), when map[model:gpt-4o], on store error deny",
+			"  spend                    $1.500000 cost per day, per tenant, token_bucket (burst $3.000000), when model=gpt-4o, on store error deny",
 			"  monthly                  9 requests per calendar month, global, fixed_window, on store error allow",
 		}, nil},
 	}

@@ -33,13 +33,18 @@ func runEstimate(_ context.Context, args []string, stdin io.Reader, stdout, stde
 	fs := flag.NewFlagSet("tokenwarden estimate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: tokenwarden estimate [-config FILE] [-path PATH] [FILE|-]\n\n"+
+		fmt.Fprintln(fs.Output(), "usage: tokenwarden estimate [-config FILE] [-path PATH] [FILE|-]\n\n"+
 			"Prints what the server reserves for a request body sent to PATH, part by part,\n"+
 			"as the server configured by FILE reads it.")
 		fs.PrintDefaults()
 	}
 	configPath := fs.String("config", "", "the server's config `file` (default: the embedded example config)")
 	path := fs.String("path", "/v1/chat/completions", "the request's `path`: it picks the API, and names the model for Gemini, Bedrock and Azure OpenAI")
+	if len(args) > 0 && isHelp(args[0]) {
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return nil
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -42,6 +42,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return runCheckConfig(args[1:], stdout, stderr)
 		case "estimate":
 			return runEstimate(ctx, args[1:], stdin, stdout, stderr)
+		case "version":
+			fmt.Fprintln(stdout, versionString())
+			return nil
+		case "help":
+			if len(args) > 1 && (args[1] == "check-config" || args[1] == "estimate") {
+				return run(ctx, []string{args[1], "-h"}, stdin, stdout, stderr)
+			}
 		}
 	}
 	fs := flag.NewFlagSet("tokenwarden", flag.ContinueOnError)
@@ -49,8 +56,21 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	configPath := fs.String("config", "", "config `file` (default: the embedded example config)")
 	listen := fs.String("listen", "", "ext_proc gRPC listen `address`, overriding the config's")
 	admin := fs.String("admin", "", "admin HTTP listen `address`, overriding the config's")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.Usage = func() {
+		printUsage(fs.Output(), func(w io.Writer) { fs.SetOutput(w); fs.PrintDefaults() })
+	}
+	if len(args) > 0 && isHelp(args[0]) {
+		// Help asked for is not an error: print it on stdout, exit 0.
+		printUsage(stdout, func(w io.Writer) { fs.SetOutput(w); fs.PrintDefaults() })
+		return nil
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, versionString())
+		return nil
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q (subcommands: check-config, estimate)", fs.Arg(0))

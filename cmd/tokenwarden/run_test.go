@@ -270,7 +270,7 @@ func TestCheckConfig(t *testing.T) {
 	if err := run(t.Context(), []string{"check-config", "-config", good}, nil, &out, io.Discard); err != nil {
 		t.Fatalf("check-config on a good file: %v", err)
 	}
-	if !strings.Contains(out.String(), "tenant-tokens") || !strings.Contains(out.String(), "100000 tokens per 1h0m0s, per tenant, fixed_window") {
+	if !strings.Contains(out.String(), "tenant-tokens") || !strings.Contains(out.String(), "100000 tokens per hour, per tenant, fixed_window") {
 		t.Errorf("check-config output does not list the effective limit:\n%s", out.String())
 	}
 	err := run(t.Context(), []string{"check-config", "-config", bad}, nil, io.Discard, io.Discard)
