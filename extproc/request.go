@@ -8,7 +8,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/internal/llm"
@@ -204,13 +203,15 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 	st.s.m.tokens.WithLabelValues(api.Name(), "estimated").Add(float64(est.Total()))
 
 	br := &extprocv3.BodyResponse{}
+	resp := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: br}}
 	// The estimate goes in the metadata now, so that a request that never
 	// completes is still logged with it; Envoy merges the actual figures
 	// written at settlement into the same namespace.
-	resp := &extprocv3.ProcessingResponse{
-		Response:        &extprocv3.ProcessingResponse_RequestBody{RequestBody: br},
-		DynamicMetadata: st.metadata(map[string]*structpb.Value{"decision": structpb.NewStringValue("admitted")}),
-	}
+	var buf [512]byte
+	md := newDynamicMetadata(buf[:])
+	st.reservationMetadata(&md)
+	md.str("decision", "admitted")
+	md.attach(resp)
 	edited, err := api.Inject(body, &st.req, llm.InjectOptions{OutputCap: o.InjectOutputCap, StreamUsage: o.InjectStreamUsage})
 	if err != nil {
 		// The body parsed, so an edit cannot fail; if it does, forward
@@ -252,11 +253,12 @@ func (st *stream) reserve(req accounting.Request) (resp *extprocv3.ProcessingRes
 		st.s.log.Debug("rejected", "api", apiName(api), "limit", res.Trip.Limit.Name,
 			"requested", res.Trip.Requested, "retry_after", res.Trip.RetryAfter, "never_fits", res.Trip.NeverFits)
 		resp := rejection(api, res)
-		resp.DynamicMetadata = namespaced(map[string]*structpb.Value{
-			"decision":        structpb.NewStringValue("rejected"),
-			"limit":           structpb.NewStringValue(res.Trip.Limit.Name),
-			"estimate_tokens": structpb.NewNumberValue(float64(res.Estimate.Total())),
-		})
+		var buf [256]byte
+		md := newDynamicMetadata(buf[:])
+		md.str("decision", "rejected")
+		md.str("limit", res.Trip.Limit.Name)
+		md.num("estimate_tokens", float64(res.Estimate.Total()))
+		md.attach(resp)
 		return resp, true
 	}
 	st.res = res

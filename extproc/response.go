@@ -55,7 +55,11 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders, attrs map[string]*st
 		}
 	}
 	if h.EndOfStream || api == nil {
-		resp.DynamicMetadata = st.settle(true)
+		var buf [256]byte
+		md := newDynamicMetadata(buf[:])
+		if st.settle(true, &md) {
+			md.attach(resp)
+		}
 	}
 	return resp, false
 }
@@ -80,12 +84,12 @@ func (st *stream) responseBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingResp
 	}
 	// Settle before this reply: once the client has the whole response,
 	// the counters already show it.
-	md := st.settle(true)
-	if md == nil {
+	var buf [256]byte
+	md := newDynamicMetadata(buf[:])
+	if !st.settle(true, &md) {
 		return continueResponseBody, false
 	}
-	return &extprocv3.ProcessingResponse{
-		Response:        &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{}},
-		DynamicMetadata: md,
-	}, false
+	resp := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{}}}
+	md.attach(resp)
+	return resp, false
 }

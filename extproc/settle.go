@@ -1,21 +1,18 @@
 package extproc
 
-import (
-	"google.golang.org/protobuf/types/known/structpb"
-
-	"github.com/tokenwarden/tokenwarden/accounting"
-)
+import "github.com/tokenwarden/tokenwarden/accounting"
 
 // finish settles a reservation the stream did not: the client went away,
 // the upstream failed, or Envoy closed the stream early.
 func (st *stream) finish() {
-	st.settle(false)
+	st.settle(false, nil)
 }
 
 // settle books the request's real usage, once, on the basis settlement
-// decides. complete says whether the response ended normally. It returns
-// the dynamic metadata to report.
-func (st *stream) settle(complete bool) *structpb.Struct {
+// decides. complete says whether the response ended normally; then the
+// actual figures are added to md (when not nil) for Envoy's access logs,
+// and settle reports that it added them.
+func (st *stream) settle(complete bool, md *dynamicMetadata) bool {
 	if st.decoder != nil {
 		// Flush what the decompressor holds back, and release it, on
 		// every path that ends the response.
@@ -23,7 +20,7 @@ func (st *stream) settle(complete bool) *structpb.Struct {
 	}
 	r := st.res
 	if r == nil || r.Settled() {
-		return nil
+		return false
 	}
 	o := outcome{
 		metered:         st.target.api != nil,
@@ -50,43 +47,26 @@ func (st *stream) settle(complete bool) *structpb.Struct {
 	if st.target.api != nil {
 		st.s.m.tokens.WithLabelValues(st.target.api.Name(), "actual").Add(float64(usage.Total()))
 	}
-	if !complete {
-		return nil
+	if !complete || md == nil {
+		return false
 	}
 	// Envoy merges these into the fields written at admission.
-	return namespaced(map[string]*structpb.Value{
-		"actual_input_tokens":  structpb.NewNumberValue(float64(usage.InputTokens)),
-		"actual_output_tokens": structpb.NewNumberValue(float64(usage.OutputTokens)),
-		"actual_tokens":        structpb.NewNumberValue(float64(usage.Total())),
-		"settled_on":           structpb.NewStringValue(string(basis)),
-	})
+	md.num("actual_input_tokens", float64(usage.InputTokens))
+	md.num("actual_output_tokens", float64(usage.OutputTokens))
+	md.num("actual_tokens", float64(usage.Total()))
+	md.str("settled_on", string(basis))
+	return true
 }
 
-// metadata returns tokenwarden's dynamic metadata: the estimate, plus
-// extra fields.
-func (st *stream) metadata(extra map[string]*structpb.Value) *structpb.Struct {
+// reservationMetadata adds the reservation's fields to md: its ID, the
+// estimate, and the API and model of an LLM call.
+func (st *stream) reservationMetadata(md *dynamicMetadata) {
 	r := st.res
-	if r == nil {
-		return nil
-	}
-	f := map[string]*structpb.Value{
-		"reservation":     structpb.NewStringValue(r.ID),
-		"estimate_tokens": structpb.NewNumberValue(float64(r.Estimate.Total())),
-		"estimate_cost":   structpb.NewStringValue(formatAmount(accounting.Cost, r.Cost)),
-	}
+	md.str("reservation", r.ID)
+	md.num("estimate_tokens", float64(r.Estimate.Total()))
+	md.str("estimate_cost", formatAmount(accounting.Cost, r.Cost))
 	if st.target.api != nil {
-		f["api"] = structpb.NewStringValue(st.target.api.Name())
-		f["model"] = structpb.NewStringValue(st.req.Model)
+		md.str("api", st.target.api.Name())
+		md.str("model", st.req.Model)
 	}
-	for k, v := range extra {
-		f[k] = v
-	}
-	return namespaced(f)
-}
-
-// namespaced wraps fields in tokenwarden's metadata namespace.
-func namespaced(f map[string]*structpb.Value) *structpb.Struct {
-	return &structpb.Struct{Fields: map[string]*structpb.Value{
-		MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: f}),
-	}}
 }

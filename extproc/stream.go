@@ -117,13 +117,14 @@ func (st *stream) handle(req *extprocv3.ProcessingRequest) (resp *extprocv3.Proc
 			return resp, true
 		}
 		// Trailers end a response whose last body chunk did not.
-		if md := st.settle(true); md != nil {
-			return &extprocv3.ProcessingResponse{
-				Response:        &extprocv3.ProcessingResponse_ResponseTrailers{ResponseTrailers: &extprocv3.TrailersResponse{}},
-				DynamicMetadata: md,
-			}, false
+		var buf [256]byte
+		md := newDynamicMetadata(buf[:])
+		if !st.settle(true, &md) {
+			return continueResponseTrailers, false
 		}
-		return continueResponseTrailers, false
+		resp := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{ResponseTrailers: &extprocv3.TrailersResponse{}}}
+		md.attach(resp)
+		return resp, false
 	}
 	return nil, false
 }
