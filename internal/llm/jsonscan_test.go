@@ -244,3 +244,26 @@ func TestJSONTextAllocs(t *testing.T) {
 		t.Errorf("got %v allocations, want 0", n)
 	}
 }
+
+// BenchmarkScanEvent measures the scanner, and gjson for comparison, on
+// a typical chat stream event.
+func BenchmarkScanEvent(b *testing.B) {
+	ev := []byte(`{"id":"chatcmpl-C9xQm2bW7nKpL4tYvR8sZ1aD3eF5g","object":"chat.completion.chunk","created":1767225600,"model":"gpt-4o-mini-2024-07-18","service_tier":"default","system_fingerprint":"fp_560af6e559","choices":[{"index":0,"delta":{"content":" limits"},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"Xk3q"}`)
+	b.Run("scan", func(b *testing.B) {
+		b.SetBytes(int64(len(ev)))
+		for b.Loop() {
+			it := ScanObject(ev)
+			for _, _, ok := it.Next(); ok; _, _, ok = it.Next() {
+			}
+			if !it.WellFormed() {
+				b.Fatal("not well-formed")
+			}
+		}
+	})
+	b.Run("gjson", func(b *testing.B) {
+		b.SetBytes(int64(len(ev)))
+		for b.Loop() {
+			gjson.ParseBytes(ev).ForEach(func(k, v gjson.Result) bool { return true })
+		}
+	})
+}
