@@ -1,6 +1,10 @@
 package extproc
 
-import "github.com/tokenwarden/tokenwarden/accounting"
+import (
+	"log/slog"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+)
 
 // finish settles a reservation the stream did not: the client went away,
 // the upstream failed, or Envoy closed the stream early.
@@ -41,11 +45,15 @@ func (st *stream) settle(complete bool, md *dynamicMetadata) bool {
 	if _, err := r.Settle(st.ctx, usage); err != nil {
 		st.s.log.Warn("settlement failed; retrying in the background", "reservation", r.ID, "err", err)
 	}
-	st.s.m.settlements.WithLabelValues(string(basis)).Inc()
-	st.s.log.Debug("settled", "reservation", r.ID, "api", apiName(st.target.api), "basis", basis,
-		"complete", complete, "estimate_tokens", r.Estimate.Total(), "actual_tokens", usage.Total())
+	st.s.m.settled(basis)
+	if st.s.log.Enabled(st.ctx, slog.LevelDebug) {
+		// Checked first: the arguments alone would cost allocations on
+		// every request.
+		st.s.log.Debug("settled", "reservation", r.ID, "api", apiName(st.target.api), "basis", basis,
+			"complete", complete, "estimate_tokens", r.Estimate.Total(), "actual_tokens", usage.Total())
+	}
 	if st.target.api != nil {
-		st.s.m.tokens.WithLabelValues(st.target.api.Name(), "actual").Add(float64(usage.Total()))
+		st.s.m.tokensActual(st.target.api.Name(), usage.Total())
 	}
 	if !complete || md == nil {
 		return false
