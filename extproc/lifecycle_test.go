@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -136,6 +137,9 @@ func lifecycleServer(t testing.TB) *Server {
 			{Name: "tenant-spend", Dimension: accounting.Cost, Scope: []string{"tenant"}, Algorithm: accounting.FixedWindow, Limit: 1 << 50, Window: 24 * time.Hour},
 		},
 		Prices: accounting.Prices{"default": {Input: 1, Output: 2}},
+		// The race detector on a busy machine can take a stream past the
+		// default 50 ms; these tests are about costs, not timeouts.
+		StoreTimeout: time.Minute,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -184,4 +188,122 @@ func BenchmarkProcess(b *testing.B) {
 			}
 		})
 	}
+}
+
+// ownAllocsPerLifecycle is the committed figure for the allocations a
+// lifecycle costs tokenwarden beyond what it costs the do-nothing server
+// (which decodes the same messages and encodes a reply to each), on the
+// memory store with three limits. TestLifecycleAllocs fails when it
+// grows: allocations, unlike time, are the same on every machine. Lower
+// it when a change saves some; raise it only with a reason in the
+// commit.
+const ownAllocsPerLifecycle = 18
+
+// TestLifecycleAllocs is the regression guard on ownAllocsPerLifecycle.
+func TestLifecycleAllocs(t *testing.T) {
+	msgs := lifecycleMessages(t, "t1")
+	srv := lifecycleServer(t)
+	noop := testing.AllocsPerRun(200, func() { replay(t, envoytest.Noop{}, msgs) })
+	tw := testing.AllocsPerRun(200, func() { replay(t, srv, msgs) })
+	own := tw - noop
+	t.Logf("allocations per lifecycle: tokenwarden %.0f, do-nothing server %.0f, tokenwarden's own %.0f", tw, noop, own)
+	if limit := ownAllocsPerLifecycle + raceAllocSlack; own > float64(limit) {
+		t.Errorf("tokenwarden's own allocations per lifecycle: got %.0f, want at most %d", own, limit)
+	}
+}
+
+// decoded returns fresh messages decoded from msgs, as a stream's Recv
+// would.
+func decoded(t testing.TB, msgs [][]byte) []*extprocv3.ProcessingRequest {
+	t.Helper()
+	out := make([]*extprocv3.ProcessingRequest, len(msgs))
+	for i, b := range msgs {
+		out[i] = &extprocv3.ProcessingRequest{}
+		if err := proto.Unmarshal(b, out[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// TestChunkAllocs: a streamed response's chunks cost nothing past their
+// decoding: passing one on and reading its usage allocates nothing.
+func TestChunkAllocs(t *testing.T) {
+	msgs := decoded(t, lifecycleMessages(t, "t1"))
+	st := newStream(lifecycleServer(t), context.Background())
+	for _, m := range msgs[:4] { // up to the first response chunk
+		if resp, last := st.handle(m); resp == nil || last {
+			t.Fatalf("%T: got reply %v, last %v", m.Request, resp, last)
+		}
+	}
+	chunk := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: &extprocv3.HttpBody{
+		Body: []byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"more \\\"text\\\"\\n\"}}],\"usage\":null}\n\n")}}}
+	if n := testing.AllocsPerRun(100, func() { st.handle(chunk) }); n != 0 {
+		t.Errorf("got %v allocations per chunk, want 0", n)
+	}
+	st.finish()
+}
+
+// TestRetainedPerStream: a stream waiting for more of its response holds
+// little memory, whatever its request and earlier events were: not the
+// request body (here 512 KiB, whose model the parser reads in place),
+// not a large event's buffer.
+func TestRetainedPerStream(t *testing.T) {
+	const streams, limit = 100, 64 << 10
+	msgs := retentionMessages(t)
+	srv := lifecycleServer(t)
+	open := make([]*stream, streams)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range open {
+		st := newStream(srv, context.Background())
+		for _, m := range decoded(t, msgs) {
+			if resp, last := st.handle(m); resp == nil || last || resp.GetImmediateResponse() != nil {
+				t.Fatalf("%T: got reply %v, last %v", m.Request, resp, last)
+			}
+		}
+		open[i] = st
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / streams
+	t.Logf("retained per open stream: %d bytes", per)
+	if per > limit {
+		t.Errorf("got %d bytes retained per open stream, want at most %d", per, limit)
+	}
+	for _, st := range open {
+		st.finish()
+	}
+	runtime.KeepAlive(msgs)
+}
+
+// retentionMessages is a lifecycle up to the middle of its response: a
+// 512 KiB request body, a 96 KiB event in 16 KiB chunks, a small one.
+func retentionMessages(t *testing.T) [][]byte {
+	prompt := strings.Repeat("lorem ipsum ", 512<<10/12)
+	body := []byte(`{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"` + prompt + `"}]}`)
+	big := `data: {"choices":[{"index":0,"delta":{"content":"` + strings.Repeat("long answer ", 8<<10) + `"}}]}` + "\n\n"
+	var chunks []string
+	for len(big) > 0 {
+		k := min(len(big), 16<<10)
+		chunks, big = append(chunks, big[:k]), big[k:]
+	}
+	chunks = append(chunks, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"and on\"}}]}\n\n")
+	msgs := lifecycleMessages(t, "t1")[:3]
+	b, err := proto.Marshal(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
+		RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs[1] = b
+	for _, c := range chunks {
+		b, err := proto.Marshal(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+			ResponseBody: &extprocv3.HttpBody{Body: []byte(c)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, b)
+	}
+	return msgs
 }
