@@ -317,13 +317,10 @@ func ScanValues(v []byte) JSONIter {
 	return JSONIter{end: true}
 }
 
-// JSONMember returns the value of the first member of object obj whose
-// key reads as name, as gjson's Get does for a plain key; nothing when
-// obj is not an object.
+// JSONMember returns the value of the first member of object obj
+// (whitespace around it allowed) whose key reads as name, as gjson's Get
+// does for a plain key; nothing when obj is not an object.
 func JSONMember(obj []byte, name string) ([]byte, bool) {
-	if len(obj) == 0 || obj[0] != '{' {
-		return nil, false
-	}
 	it := ScanObject(obj)
 	for k, v, ok := it.Next(); ok; k, v, ok = it.Next() {
 		if JSONKeyIs(k, name) {
@@ -331,4 +328,38 @@ func JSONMember(obj []byte, name string) ([]byte, bool) {
 		}
 	}
 	return nil, false
+}
+
+// JSONPath returns the value at a dotted path of plain keys inside
+// object obj, as gjson's Get finds it: at each step the first member of
+// that name whose value holds the rest of the path (an object without
+// it, or a value of another kind, is passed over for a later member of
+// the same name); at the last step, the first member of that name.
+func JSONPath(obj []byte, keys ...string) ([]byte, bool) {
+	if len(keys) == 1 {
+		return JSONMember(obj, keys[0])
+	}
+	if len(keys) == 0 {
+		return nil, false
+	}
+	it := ScanObject(obj)
+	for k, v, ok := it.Next(); ok; k, v, ok = it.Next() {
+		if !JSONKeyIs(k, keys[0]) {
+			continue
+		}
+		if found, ok := JSONPath(v, keys[1:]...); ok {
+			return found, true
+		}
+	}
+	return nil, false
+}
+
+// WellFormedObject reports whether b holds one well-formed JSON object
+// (see ScanObject), nested no deeper than MaxScanDepth: the condition on
+// which a reader may read an event with the scanner rather than gjson.
+func WellFormedObject(b []byte) bool {
+	it := ScanObject(b)
+	for _, _, ok := it.Next(); ok; _, _, ok = it.Next() {
+	}
+	return it.WellFormed()
 }

@@ -267,3 +267,35 @@ func BenchmarkScanEvent(b *testing.B) {
 		}
 	})
 }
+
+// checkPath holds JSONPath and JSONMember to gjson's Get on b, for the
+// paths a, a.b and a.b.c, when b is well-formed.
+func checkPath(t *testing.T, b []byte) {
+	t.Helper()
+	if !WellFormedObject(b) {
+		return
+	}
+	for _, path := range [][]string{{"a"}, {"a", "b"}, {"a", "b", "c"}} {
+		want := gjson.GetBytes(b, strings.Join(path, "."))
+		got, ok := JSONPath(b, path...)
+		if ok != want.Exists() || string(got) != want.Raw {
+			t.Errorf("%q, path %v: got %q (%v), gjson finds %q (%v)", b, path, got, ok, want.Raw, want.Exists())
+		}
+	}
+}
+
+func TestJSONPath(t *testing.T) {
+	for _, s := range []string{
+		`{"a":{"b":{"c":1}}}`, `{"a":1,"a":{"b":2}}`, `{"a":{"x":1},"a":{"b":{"c":"y"}}}`,
+		`{"a":[{"b":1}],"a":{"b":[1]}}`, `{"\u0061":{"b":null}}`, `{"a":{"b":{"c":1},"b":{"c":2}}}`,
+		`{"a":{"b":"str"},"a":{"b":{"c":3}}}`, `{}`, `{"b":{"a":1}}`,
+	} {
+		checkPath(t, []byte(s))
+	}
+}
+
+func FuzzJSONPath(f *testing.F) {
+	f.Add([]byte(`{"a":{"x":1},"a":{"b":{"c":"y"}}}`))
+	f.Add([]byte(`{"a":[{"b":1}],"a":{"b":[1],"b":{"c":{}}}}`))
+	f.Fuzz(checkPath)
+}

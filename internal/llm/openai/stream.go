@@ -80,8 +80,8 @@ func chatDeltaFields(f *EventFields, emit func(string)) {
 }
 
 // chatDeltaRaw is chatDeltaFields on raw values: each choice's first
-// "delta", and in a tool call the "arguments" of the first "function"
-// object that has one, as gjson's Get finds them.
+// "delta", and a tool call's function.arguments, as gjson's Get finds
+// them.
 func chatDeltaRaw(f RawFields, text func([]byte)) {
 	choices := llm.ScanValues(f.Choices)
 	for _, c, ok := choices.Next(); ok; _, c, ok = choices.Next() {
@@ -98,7 +98,8 @@ func chatDeltaRaw(f RawFields, text func([]byte)) {
 			case "tool_calls":
 				calls := llm.ScanValues(v)
 				for _, tc, ok := calls.Next(); ok; _, tc, ok = calls.Next() {
-					text(functionArguments(tc))
+					args, _ := llm.JSONPath(tc, "function", "arguments")
+					text(args)
 				}
 			case "function_call":
 				args, _ := llm.JSONMember(v, "arguments")
@@ -106,25 +107,6 @@ func chatDeltaRaw(f RawFields, text func([]byte)) {
 			}
 		}
 	}
-}
-
-// functionArguments is gjson's Get(tc, "function.arguments"): the
-// "arguments" of the first "function" member that is an object holding
-// one.
-func functionArguments(tc []byte) []byte {
-	if tc[0] != '{' {
-		return nil
-	}
-	members := llm.ScanObject(tc)
-	for k, v, ok := members.Next(); ok; k, v, ok = members.Next() {
-		if !llm.JSONKeyIs(k, "function") {
-			continue
-		}
-		if args, ok := llm.JSONMember(v, "arguments"); ok {
-			return args
-		}
-	}
-	return nil
 }
 
 func completionsDeltaFields(f *EventFields, emit func(string)) {

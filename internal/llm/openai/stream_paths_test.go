@@ -3,27 +3,14 @@ package openai
 import (
 	"bytes"
 	"fmt"
-	"hash/fnv"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/tokenwarden/tokenwarden/internal/llm"
+	"github.com/tokenwarden/tokenwarden/internal/llm/llmtest"
 	"github.com/tokenwarden/tokenwarden/internal/sse"
 )
-
-// fingerprint is a Counter whose count of a text is a hash of it, so
-// that two readers agree on their observed output only if they counted
-// the same texts.
-type fingerprint struct{}
-
-func (fingerprint) CountTokens(_, text string) int64 {
-	h := fnv.New32a()
-	h.Write([]byte(text))
-	return int64(h.Sum32()%1_000_000) + 1
-}
-
-func (fingerprint) ImageTokens(string, string, int, int) int64 { return 0 }
 
 var deltaTexts = []struct {
 	name string
@@ -36,7 +23,7 @@ var deltaTexts = []struct {
 func checkPaths(t *testing.T, events [][]byte) {
 	t.Helper()
 	for _, dt := range deltaTexts {
-		opts := llm.ReaderOptions{Counter: fingerprint{}}
+		opts := llm.ReaderOptions{Counter: llmtest.Fingerprint{}}
 		fast, ref := NewStreamReader("m", opts, dt.text), NewStreamReader("m", opts, dt.text)
 		for _, ev := range events {
 			fast.onEvent(sse.Event{Data: ev, DataLen: len(ev)})
@@ -188,7 +175,7 @@ func TestStreamFixturesTakeFastPath(t *testing.T) {
 		sse.NewDecoder(sse.Options{}).Write(fixtures.Read(t, name), func(ev sse.Event) {
 			events = append(events, bytes.Clone(ev.Data))
 		})
-		r := NewStreamReader("m", llm.ReaderOptions{Counter: fingerprint{}}, ChatDeltaText)
+		r := NewStreamReader("m", llm.ReaderOptions{Counter: llmtest.Fingerprint{}}, ChatDeltaText)
 		for _, ev := range events {
 			if !bytes.Equal(ev, done) && !r.scanEvent(ev) {
 				t.Errorf("%s: the fast path left %q to gjson", name, ev)
@@ -213,7 +200,7 @@ func FuzzStreamPaths(f *testing.F) {
 func TestEscapedTextAllocatesNothing(t *testing.T) {
 	stream := []byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"line one\\nline \\\"two\\\" \\u00e9\"}}]}\n\n" +
 		"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}}]}}]}\n\n")
-	r := NewStreamReader("m", llm.ReaderOptions{Counter: fingerprint{}}, ChatDeltaText)
+	r := NewStreamReader("m", llm.ReaderOptions{Counter: llmtest.Fingerprint{}}, ChatDeltaText)
 	r.Write(stream)
 	if n := testing.AllocsPerRun(50, func() { r.Write(stream) }); n != 0 {
 		t.Errorf("got %v allocations per body, want 0", n)
