@@ -37,7 +37,12 @@ type StreamReader struct {
 	errored  bool
 	observed int64
 	handler  func(sse.Event)
+	// buf holds the current event's escaped text, decoded.
+	buf []byte
 }
+
+// maxKeptBuf bounds the decoding buffer kept between events.
+const maxKeptBuf = 16 << 10
 
 // NewStreamReader returns a reader for a Messages stream.
 func NewStreamReader(model string, opts llm.ReaderOptions) *StreamReader {
@@ -47,23 +52,80 @@ func NewStreamReader(model string, opts llm.ReaderOptions) *StreamReader {
 }
 
 // onEvent dispatches on the payload's "type" rather than the event name:
-// the two are equal by contract, and the payload is what gets parsed.
+// the two are equal by contract, and the payload is what gets parsed. A
+// well-formed payload is read with the scanner, which allocates nothing;
+// anything else with gjson, which reads malformed JSON its own way. Both
+// read the same fields the same way.
 func (r *StreamReader) onEvent(ev sse.Event) {
 	if ev.Truncated {
 		r.observed += llm.ObservedTokens(int64(ev.DataLen))
 		return
 	}
-	doc := gjson.Parse(llm.View(ev.Data))
+	r.buf = r.buf[:0]
+	if llm.WellFormedObject(ev.Data) {
+		r.scanEvent(ev.Data)
+	} else {
+		r.gjsonEvent(ev.Data)
+	}
+	if cap(r.buf) > maxKeptBuf {
+		r.buf = nil
+	}
+}
+
+// deltaText names the field of each content_block_delta type that
+// carries generated text.
+func deltaText(typ string) string {
+	switch typ {
+	case "text_delta":
+		return "text"
+	case "thinking_delta":
+		return "thinking"
+	case "input_json_delta":
+		return "partial_json"
+	}
+	return ""
+}
+
+func (r *StreamReader) scanEvent(data []byte) {
+	typ, _ := llm.JSONMember(data, "type")
+	switch r.text(typ) {
+	case "content_block_delta":
+		d, _ := llm.JSONMember(data, "delta")
+		dt, _ := llm.JSONMember(d, "type")
+		if field := deltaText(r.text(dt)); field != "" {
+			v, _ := llm.JSONMember(d, field)
+			r.count(r.text(v))
+		}
+	case "message_start":
+		u, _ := llm.JSONPath(data, "message", "usage")
+		if r.fields.Apply(gjson.Parse(llm.View(u))) {
+			r.started = true
+		}
+	case "message_delta":
+		u, _ := llm.JSONMember(data, "usage")
+		if r.fields.Apply(gjson.Parse(llm.View(u))) {
+			r.final = true
+		}
+	case "error":
+		r.errored = true
+	}
+	// ping, content_block_start/stop, message_stop and events not known
+	// yet carry nothing to count.
+}
+
+// text returns the text of a raw string value, "" for anything else.
+func (r *StreamReader) text(v []byte) string {
+	s, _ := llm.JSONText(v, &r.buf)
+	return s
+}
+
+func (r *StreamReader) gjsonEvent(data []byte) {
+	doc := gjson.Parse(llm.View(data))
 	switch doc.Get("type").Str {
 	case "content_block_delta":
 		d := doc.Get("delta")
-		switch d.Get("type").Str {
-		case "text_delta":
-			r.count(d.Get("text").Str)
-		case "thinking_delta":
-			r.count(d.Get("thinking").Str)
-		case "input_json_delta":
-			r.count(d.Get("partial_json").Str)
+		if field := deltaText(d.Get("type").Str); field != "" {
+			r.count(d.Get(field).Str)
 		}
 	case "message_start":
 		if r.fields.Apply(doc.Get("message.usage")) {
@@ -76,8 +138,6 @@ func (r *StreamReader) onEvent(ev sse.Event) {
 	case "error":
 		r.errored = true
 	}
-	// ping, content_block_start/stop, message_stop and events not known
-	// yet carry nothing to count.
 }
 
 func (r *StreamReader) count(s string) {

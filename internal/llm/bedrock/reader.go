@@ -31,7 +31,12 @@ type StreamReader struct {
 	errored  bool // an exception message arrived
 	observed int64
 	handler  func(*eventstream.Message)
+	// buf holds the current delta's escaped text, decoded.
+	buf []byte
 }
+
+// maxKeptBuf bounds the decoding buffer kept between messages.
+const maxKeptBuf = 16 << 10
 
 // NewStreamReader returns a reader for a converse-stream response.
 func NewStreamReader(model string, opts llm.ReaderOptions) *StreamReader {
@@ -58,18 +63,7 @@ func (r *StreamReader) onMessage(m *eventstream.Message) {
 	typ, _, _ := m.Header(":event-type")
 	switch string(typ) {
 	case "contentBlockDelta":
-		d := gjson.Get(llm.View(m.Payload), "delta")
-		d.ForEach(func(k, v gjson.Result) bool {
-			switch k.Str {
-			case "text":
-				r.count(v.Str)
-			case "toolUse":
-				r.count(v.Get("input").Str)
-			case "reasoningContent":
-				r.count(v.Get("text").Str)
-			}
-			return true
-		})
+		r.readDelta(m.Payload)
 	case "messageStop":
 		r.stopped = true
 	case "metadata":
@@ -77,6 +71,60 @@ func (r *StreamReader) onMessage(m *eventstream.Message) {
 			r.usage, r.has = u, true
 		}
 	}
+}
+
+// readDelta counts a contentBlockDelta's text. A well-formed payload is
+// read with the scanner, which allocates nothing; anything else with
+// gjson, which reads malformed JSON its own way. Both read the same
+// fields the same way.
+func (r *StreamReader) readDelta(payload []byte) {
+	if llm.WellFormedObject(payload) {
+		r.scanDelta(payload)
+	} else {
+		r.gjsonDelta(payload)
+	}
+}
+
+func (r *StreamReader) scanDelta(payload []byte) {
+	r.buf = r.buf[:0]
+	d, _ := llm.JSONMember(payload, "delta")
+	if len(d) == 0 || d[0] != '{' {
+		return
+	}
+	var scratch [32]byte
+	fields := llm.ScanObject(d)
+	for k, v, ok := fields.Next(); ok; k, v, ok = fields.Next() {
+		var text []byte
+		switch llm.DecodeJSONString(k, scratch[:]) {
+		case "text":
+			text = v
+		case "toolUse":
+			text, _ = llm.JSONMember(v, "input")
+		case "reasoningContent":
+			text, _ = llm.JSONMember(v, "text")
+		default:
+			continue
+		}
+		s, _ := llm.JSONText(text, &r.buf)
+		r.count(s)
+	}
+	if cap(r.buf) > maxKeptBuf {
+		r.buf = nil
+	}
+}
+
+func (r *StreamReader) gjsonDelta(payload []byte) {
+	gjson.Get(llm.View(payload), "delta").ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "text":
+			r.count(v.Str)
+		case "toolUse":
+			r.count(v.Get("input").Str)
+		case "reasoningContent":
+			r.count(v.Get("text").Str)
+		}
+		return true
+	})
 }
 
 func (r *StreamReader) count(s string) {

@@ -53,7 +53,12 @@ type SSEReader struct {
 	snapshot
 	dec     *sse.Decoder
 	handler func(sse.Event)
+	// buf holds the current event's escaped text, decoded.
+	buf []byte
 }
+
+// maxKeptBuf bounds the decoding buffer kept between events.
+const maxKeptBuf = 16 << 10
 
 // NewSSEReader returns a reader for an alt=sse stream.
 func NewSSEReader(model string, opts llm.ReaderOptions) *SSEReader {
@@ -63,12 +68,72 @@ func NewSSEReader(model string, opts llm.ReaderOptions) *SSEReader {
 	return r
 }
 
+// onEvent reads a well-formed event with the scanner, which allocates
+// nothing, and anything else with gjson, which reads malformed JSON its
+// own way. Both read the same fields the same way.
 func (r *SSEReader) onEvent(ev sse.Event) {
 	if ev.Truncated {
 		r.observed += llm.ObservedTokens(int64(ev.DataLen))
 		return
 	}
-	doc := gjson.Parse(llm.View(ev.Data))
+	r.buf = r.buf[:0]
+	if llm.WellFormedObject(ev.Data) {
+		r.scanEvent(ev.Data)
+	} else {
+		r.gjsonEvent(ev.Data)
+	}
+	if cap(r.buf) > maxKeptBuf {
+		r.buf = nil
+	}
+}
+
+func (r *SSEReader) scanEvent(data []byte) {
+	var scratch [32]byte
+	members := llm.ScanObject(data)
+	for k, v, ok := members.Next(); ok; k, v, ok = members.Next() {
+		switch llm.DecodeJSONString(k, scratch[:]) {
+		case "usageMetadata", "usage_metadata":
+			if m, ok := ParseMetadata(gjson.Parse(llm.View(v))); ok {
+				r.meta, r.has = m, true
+			}
+		case "candidates":
+			candidates := llm.ScanValues(v)
+			for _, c, ok := candidates.Next(); ok; _, c, ok = candidates.Next() {
+				if c[0] == '{' {
+					r.scanCandidate(c)
+				}
+			}
+		case "error":
+			r.errored = true
+		}
+	}
+}
+
+// scanCandidate reads a candidate's parts and finish reason.
+func (r *SSEReader) scanCandidate(c []byte) {
+	var scratch [32]byte
+	fields := llm.ScanObject(c)
+	for k, v, ok := fields.Next(); ok; k, v, ok = fields.Next() {
+		switch llm.DecodeJSONString(k, scratch[:]) {
+		case "content":
+			parts, _ := llm.JSONMember(v, "parts")
+			it := llm.ScanValues(parts)
+			for _, p, ok := it.Next(); ok; _, p, ok = it.Next() {
+				t, _ := llm.JSONMember(p, "text")
+				s, _ := llm.JSONText(t, &r.buf)
+				r.count(s)
+				if fc, ok := llm.JSONMember(p, "functionCall"); ok {
+					r.count(llm.View(fc))
+				}
+			}
+		case "finishReason", "finish_reason":
+			r.final = true
+		}
+	}
+}
+
+func (r *SSEReader) gjsonEvent(data []byte) {
+	doc := gjson.Parse(llm.View(data))
 	doc.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "usageMetadata", "usage_metadata":
