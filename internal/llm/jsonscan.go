@@ -1,6 +1,9 @@
 package llm
 
-import "bytes"
+import (
+	"bytes"
+	"unsafe"
+)
 
 // The stream readers' hot path reads each event's JSON straight from its
 // bytes: gjson walks an event a byte at a time and unescapes every
@@ -362,4 +365,30 @@ func WellFormedObject(b []byte) bool {
 	for _, _, ok := it.Next(); ok; _, _, ok = it.Next() {
 	}
 	return it.WellFormed()
+}
+
+// JSONMembers finds, in one pass over object obj (whitespace around it
+// allowed), the first member of each of names: values[i] is the value of
+// names[i], nil when there is none. It reports whether obj is
+// well-formed; when it is not, the values mean nothing. A reader that
+// navigates an event with gjson reads the leaf object whose strings it
+// counts with it, so that escaped text is decoded without allocating,
+// and falls back to gjson when the object is not well-formed.
+func JSONMembers(obj []byte, names []string, values [][]byte) bool {
+	clear(values)
+	it := ScanObject(obj)
+	for k, v, ok := it.Next(); ok; k, v, ok = it.Next() {
+		for i, name := range names {
+			if values[i] == nil && JSONKeyIs(k, name) {
+				values[i] = v
+			}
+		}
+	}
+	return it.WellFormed()
+}
+
+// BytesView returns s's bytes without copying, for the scanner to read
+// a gjson result's raw JSON. They must not be modified.
+func BytesView(s string) []byte {
+	return unsafe.Slice(unsafe.StringData(s), len(s))
 }

@@ -52,78 +52,27 @@ func NewStreamReader(model string, opts llm.ReaderOptions) *StreamReader {
 }
 
 // onEvent dispatches on the payload's "type" rather than the event name:
-// the two are equal by contract, and the payload is what gets parsed. A
-// well-formed payload is read with the scanner, which allocates nothing;
-// anything else with gjson, which reads malformed JSON its own way. Both
-// read the same fields the same way.
+// the two are equal by contract, and the payload is what gets parsed.
 func (r *StreamReader) onEvent(ev sse.Event) {
 	if ev.Truncated {
 		r.observed += llm.ObservedTokens(int64(ev.DataLen))
 		return
 	}
-	r.buf = r.buf[:0]
-	if llm.WellFormedObject(ev.Data) {
-		r.scanEvent(ev.Data)
-	} else {
-		r.gjsonEvent(ev.Data)
-	}
-	if cap(r.buf) > maxKeptBuf {
-		r.buf = nil
-	}
+	r.readEvent(ev.Data, true)
 }
 
-// deltaText names the field of each content_block_delta type that
-// carries generated text.
-func deltaText(typ string) string {
-	switch typ {
-	case "text_delta":
-		return "text"
-	case "thinking_delta":
-		return "thinking"
-	case "input_json_delta":
-		return "partial_json"
-	}
-	return ""
-}
-
-func (r *StreamReader) scanEvent(data []byte) {
-	typ, _ := llm.JSONMember(data, "type")
-	switch r.text(typ) {
-	case "content_block_delta":
-		d, _ := llm.JSONMember(data, "delta")
-		dt, _ := llm.JSONMember(d, "type")
-		if field := deltaText(r.text(dt)); field != "" {
-			v, _ := llm.JSONMember(d, field)
-			r.count(r.text(v))
-		}
-	case "message_start":
-		u, _ := llm.JSONPath(data, "message", "usage")
-		if r.fields.Apply(gjson.Parse(llm.View(u))) {
-			r.started = true
-		}
-	case "message_delta":
-		u, _ := llm.JSONMember(data, "usage")
-		if r.fields.Apply(gjson.Parse(llm.View(u))) {
-			r.final = true
-		}
-	case "error":
-		r.errored = true
-	}
-	// ping, content_block_start/stop, message_stop and events not known
-	// yet carry nothing to count.
-}
-
-// text returns the text of a raw string value, "" for anything else.
-func (r *StreamReader) text(v []byte) string {
-	s, _ := llm.JSONText(v, &r.buf)
-	return s
-}
-
-func (r *StreamReader) gjsonEvent(data []byte) {
+// readEvent reads one payload. With scan, a well-formed delta is read
+// with the scanner, which decodes escaped text without allocating; gjson
+// reads everything else, and every delta when scan is false (the
+// reading the scanner's is tested against).
+func (r *StreamReader) readEvent(data []byte, scan bool) {
 	doc := gjson.Parse(llm.View(data))
 	switch doc.Get("type").Str {
 	case "content_block_delta":
 		d := doc.Get("delta")
+		if scan && r.scanDelta(d) {
+			return
+		}
 		if field := deltaText(d.Get("type").Str); field != "" {
 			r.count(d.Get(field).Str)
 		}
@@ -138,6 +87,47 @@ func (r *StreamReader) gjsonEvent(data []byte) {
 	case "error":
 		r.errored = true
 	}
+	// ping, content_block_start/stop, message_stop and events not known
+	// yet carry nothing to count.
+}
+
+// deltaNames are the members of a delta the scanner reads: its type and
+// the fields deltaText names.
+var deltaNames = []string{"type", "text", "thinking", "partial_json"}
+
+// scanDelta counts a well-formed delta's text, and reports false, having
+// counted nothing, for one it leaves to gjson.
+func (r *StreamReader) scanDelta(d gjson.Result) bool {
+	var v [4][]byte
+	if !d.IsObject() || !llm.JSONMembers(llm.BytesView(d.Raw), deltaNames, v[:]) {
+		return false
+	}
+	r.buf = r.buf[:0]
+	typ, _ := llm.JSONText(v[0], &r.buf)
+	for i, name := range deltaNames[1:] {
+		if deltaText(typ) == name {
+			text, _ := llm.JSONText(v[i+1], &r.buf)
+			r.count(text)
+		}
+	}
+	if cap(r.buf) > maxKeptBuf {
+		r.buf = nil
+	}
+	return true
+}
+
+// deltaText names the field of each content_block_delta type that
+// carries generated text.
+func deltaText(typ string) string {
+	switch typ {
+	case "text_delta":
+		return "text"
+	case "thinking_delta":
+		return "thinking"
+	case "input_json_delta":
+		return "partial_json"
+	}
+	return ""
 }
 
 func (r *StreamReader) count(s string) {

@@ -24,8 +24,8 @@ var events = llmtest.Events{
 // was exercised.
 type pathStats struct{ fast, counted, usage int }
 
-// checkPaths feeds each event to a reader that reads well-formed events
-// with the scanner and to one that reads every event with gjson, and
+// checkPaths feeds each event to a reader that reads well-formed deltas
+// with the scanner and to one that reads everything with gjson, and
 // requires the same state of them after each.
 func checkPaths(t *testing.T, evs [][]byte, st *pathStats) {
 	t.Helper()
@@ -34,8 +34,8 @@ func checkPaths(t *testing.T, evs [][]byte, st *pathStats) {
 	for _, ev := range evs {
 		observed := fast.ObservedOutputTokens()
 		_, had := fast.Usage()
-		fast.onEvent(sse.Event{Data: ev, DataLen: len(ev)})
-		ref.gjsonEvent(ev)
+		fast.readEvent(ev, true)
+		ref.readEvent(ev, false)
 		fu, fok := fast.Usage()
 		ru, rok := ref.Usage()
 		if fu != ru || fok != rok || fast.Errored() != ref.Errored() || fast.ObservedOutputTokens() != ref.ObservedOutputTokens() {

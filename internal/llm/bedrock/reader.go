@@ -63,7 +63,7 @@ func (r *StreamReader) onMessage(m *eventstream.Message) {
 	typ, _, _ := m.Header(":event-type")
 	switch string(typ) {
 	case "contentBlockDelta":
-		r.readDelta(m.Payload)
+		r.readDelta(m.Payload, true)
 	case "messageStop":
 		r.stopped = true
 	case "metadata":
@@ -73,26 +73,37 @@ func (r *StreamReader) onMessage(m *eventstream.Message) {
 	}
 }
 
-// readDelta counts a contentBlockDelta's text. A well-formed payload is
-// read with the scanner, which allocates nothing; anything else with
-// gjson, which reads malformed JSON its own way. Both read the same
-// fields the same way.
-func (r *StreamReader) readDelta(payload []byte) {
-	if llm.WellFormedObject(payload) {
-		r.scanDelta(payload)
-	} else {
-		r.gjsonDelta(payload)
-	}
-}
-
-func (r *StreamReader) scanDelta(payload []byte) {
-	r.buf = r.buf[:0]
-	d, _ := llm.JSONMember(payload, "delta")
-	if len(d) == 0 || d[0] != '{' {
+// readDelta counts a contentBlockDelta's text. With scan, a well-formed
+// delta is read with the scanner, which decodes escaped text without
+// allocating; gjson reads any other, and every delta when scan is false
+// (the reading the scanner's is tested against).
+func (r *StreamReader) readDelta(payload []byte, scan bool) {
+	d := gjson.Get(llm.View(payload), "delta")
+	if scan && r.scanDelta(d) {
 		return
 	}
+	d.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "text":
+			r.count(v.Str)
+		case "toolUse":
+			r.count(v.Get("input").Str)
+		case "reasoningContent":
+			r.count(v.Get("text").Str)
+		}
+		return true
+	})
+}
+
+// scanDelta counts a well-formed delta's text, and reports false, having
+// counted nothing, for one it leaves to gjson.
+func (r *StreamReader) scanDelta(d gjson.Result) bool {
+	if !d.IsObject() || !llm.WellFormedObject(llm.BytesView(d.Raw)) {
+		return false
+	}
+	r.buf = r.buf[:0]
 	var scratch [32]byte
-	fields := llm.ScanObject(d)
+	fields := llm.ScanObject(llm.BytesView(d.Raw))
 	for k, v, ok := fields.Next(); ok; k, v, ok = fields.Next() {
 		var text []byte
 		switch llm.DecodeJSONString(k, scratch[:]) {
@@ -111,20 +122,7 @@ func (r *StreamReader) scanDelta(payload []byte) {
 	if cap(r.buf) > maxKeptBuf {
 		r.buf = nil
 	}
-}
-
-func (r *StreamReader) gjsonDelta(payload []byte) {
-	gjson.Get(llm.View(payload), "delta").ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "text":
-			r.count(v.Str)
-		case "toolUse":
-			r.count(v.Get("input").Str)
-		case "reasoningContent":
-			r.count(v.Get("text").Str)
-		}
-		return true
-	})
+	return true
 }
 
 func (r *StreamReader) count(s string) {

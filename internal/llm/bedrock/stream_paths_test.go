@@ -32,7 +32,7 @@ func fixtureDeltas(t testing.TB) [][]byte {
 	return out
 }
 
-// checkPaths reads each payload with the reader's dispatch and with
+// checkPaths reads each payload with the scanner where it can and with
 // gjson alone, and requires the same count of them.
 func checkPaths(t *testing.T, payloads [][]byte) (counted int) {
 	t.Helper()
@@ -40,8 +40,8 @@ func checkPaths(t *testing.T, payloads [][]byte) (counted int) {
 	fast, ref := NewStreamReader("m", opts), NewStreamReader("m", opts)
 	for _, p := range payloads {
 		before := fast.ObservedOutputTokens()
-		fast.readDelta(p)
-		ref.gjsonDelta(p)
+		fast.readDelta(p, true)
+		ref.readDelta(p, false)
 		if fast.ObservedOutputTokens() != ref.ObservedOutputTokens() {
 			t.Fatalf("after %q: scanner observed %d, gjson %d", p, fast.ObservedOutputTokens(), ref.ObservedOutputTokens())
 		}
@@ -80,7 +80,7 @@ func FuzzDeltaPaths(f *testing.F) {
 func TestEscapedTextAllocatesNothing(t *testing.T) {
 	r := NewStreamReader("m", llm.ReaderOptions{Counter: llmtest.Fingerprint{}})
 	p := []byte(`{"contentBlockIndex":0,"delta":{"text":"line\none \"q\""}}`)
-	if n := testing.AllocsPerRun(50, func() { r.readDelta(p) }); n != 0 {
+	if n := testing.AllocsPerRun(50, func() { r.readDelta(p, true) }); n != 0 {
 		t.Errorf("got %v allocations per delta, want 0", n)
 	}
 }

@@ -68,71 +68,19 @@ func NewSSEReader(model string, opts llm.ReaderOptions) *SSEReader {
 	return r
 }
 
-// onEvent reads a well-formed event with the scanner, which allocates
-// nothing, and anything else with gjson, which reads malformed JSON its
-// own way. Both read the same fields the same way.
 func (r *SSEReader) onEvent(ev sse.Event) {
 	if ev.Truncated {
 		r.observed += llm.ObservedTokens(int64(ev.DataLen))
 		return
 	}
-	r.buf = r.buf[:0]
-	if llm.WellFormedObject(ev.Data) {
-		r.scanEvent(ev.Data)
-	} else {
-		r.gjsonEvent(ev.Data)
-	}
-	if cap(r.buf) > maxKeptBuf {
-		r.buf = nil
-	}
+	r.readEvent(ev.Data, true)
 }
 
-func (r *SSEReader) scanEvent(data []byte) {
-	var scratch [32]byte
-	members := llm.ScanObject(data)
-	for k, v, ok := members.Next(); ok; k, v, ok = members.Next() {
-		switch llm.DecodeJSONString(k, scratch[:]) {
-		case "usageMetadata", "usage_metadata":
-			if m, ok := ParseMetadata(gjson.Parse(llm.View(v))); ok {
-				r.meta, r.has = m, true
-			}
-		case "candidates":
-			candidates := llm.ScanValues(v)
-			for _, c, ok := candidates.Next(); ok; _, c, ok = candidates.Next() {
-				if c[0] == '{' {
-					r.scanCandidate(c)
-				}
-			}
-		case "error":
-			r.errored = true
-		}
-	}
-}
-
-// scanCandidate reads a candidate's parts and finish reason.
-func (r *SSEReader) scanCandidate(c []byte) {
-	var scratch [32]byte
-	fields := llm.ScanObject(c)
-	for k, v, ok := fields.Next(); ok; k, v, ok = fields.Next() {
-		switch llm.DecodeJSONString(k, scratch[:]) {
-		case "content":
-			parts, _ := llm.JSONMember(v, "parts")
-			it := llm.ScanValues(parts)
-			for _, p, ok := it.Next(); ok; _, p, ok = it.Next() {
-				t, _ := llm.JSONMember(p, "text")
-				s, _ := llm.JSONText(t, &r.buf)
-				r.count(s)
-				if fc, ok := llm.JSONMember(p, "functionCall"); ok {
-					r.count(llm.View(fc))
-				}
-			}
-		case "finishReason", "finish_reason":
-			r.final = true
-		}
-	}
-}
-
-func (r *SSEReader) gjsonEvent(data []byte) {
+// readEvent reads one payload. With scan, a well-formed part is read
+// with the scanner, which decodes escaped text without allocating; gjson
+// reads everything else, and every part when scan is false (the reading
+// the scanner's is tested against).
+func (r *SSEReader) readEvent(data []byte, scan bool) {
 	doc := gjson.Parse(llm.View(data))
 	doc.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
@@ -146,6 +94,9 @@ func (r *SSEReader) gjsonEvent(data []byte) {
 					switch k.Str {
 					case "content":
 						v.Get("parts").ForEach(func(_, p gjson.Result) bool {
+							if scan && r.scanPart(p) {
+								return true
+							}
 							r.count(p.Get("text").Str)
 							if fc := p.Get("functionCall"); fc.Exists() {
 								r.count(fc.Raw)
@@ -164,6 +115,28 @@ func (r *SSEReader) gjsonEvent(data []byte) {
 		}
 		return true
 	})
+}
+
+// partNames are the members of a part the reader counts.
+var partNames = []string{"text", "functionCall"}
+
+// scanPart counts a well-formed part's text and function call, and
+// reports false, having counted nothing, for one it leaves to gjson.
+func (r *SSEReader) scanPart(p gjson.Result) bool {
+	var v [2][]byte
+	if !p.IsObject() || !llm.JSONMembers(llm.BytesView(p.Raw), partNames, v[:]) {
+		return false
+	}
+	r.buf = r.buf[:0]
+	text, _ := llm.JSONText(v[0], &r.buf)
+	r.count(text)
+	if v[1] != nil {
+		r.count(llm.View(v[1]))
+	}
+	if cap(r.buf) > maxKeptBuf {
+		r.buf = nil
+	}
+	return true
 }
 
 // Write implements llm.UsageReader.
