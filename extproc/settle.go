@@ -27,20 +27,23 @@ func (st *stream) settle(complete bool, md *dynamicMetadata) bool {
 		return false
 	}
 	o := outcome{
-		metered:         st.target.api != nil,
-		status:          st.status,
-		origin:          st.origin,
-		complete:        complete,
-		unreadable:      st.unreadable,
-		streamed:        st.req.Stream,
-		hiddenReasoning: st.req.HiddenReasoning || st.s.hiddenReasoning(st.req.Model),
-		background:      st.req.Background,
-		estimate:        r.Estimate,
+		metered:    st.target.api != nil,
+		status:     st.status,
+		origin:     st.origin,
+		complete:   complete,
+		unreadable: st.unreadable,
+		streamed:   st.req.Stream,
+		background: st.req.Background,
+		estimate:   r.Estimate,
 	}
 	if st.reader != nil {
 		o.usage, o.hasUsage = st.reader.Usage()
 		o.observed = st.reader.ObservedOutputTokens()
 	}
+	// Matching the model against the hidden-reasoning patterns is left
+	// out when the provider reported usage, which settles the request
+	// whatever the model.
+	o.hiddenReasoning = st.req.HiddenReasoning || !o.hasUsage && st.s.hiddenReasoning(st.req.Model)
 	usage, basis := settlement(o)
 	if _, err := r.Settle(st.ctx, usage); err != nil {
 		st.s.log.Warn("settlement failed; retrying in the background", "reservation", r.ID, "err", err)
