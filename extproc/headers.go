@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 
 // headerNames are the x-ratelimit-* header names per dimension, built
 // once rather than concatenated on every response. Never modified.
-var headerNames = func() (n [3][3]string) {
+var headerNames = func() (n [numDims][3]string) {
 	for d := range n {
 		name := accounting.Dimension(d).String()
 		n[d] = [3]string{"x-ratelimit-limit-" + name, "x-ratelimit-remaining-" + name, "x-ratelimit-reset-" + name}
@@ -31,13 +32,12 @@ var headerNames = func() (n [3][3]string) {
 // Bedrock send no such headers. Never modified.
 var providerHeaderPrefixes = []string{"x-ratelimit-", "anthropic-ratelimit-", "anthropic-priority-", "ratelimit"}
 
-// providerRateLimitHeaders returns the names of the response headers
-// that belong to a provider's own rate-limit families. Envoy removes
-// headers by exact name only, so they are found in the response itself:
-// a header the provider adds tomorrow under a known prefix is removed
-// too. Header keys arrive lower-case.
-func providerRateLimitHeaders(h *extprocv3.HttpHeaders) []string {
-	var names []string
+// providerRateLimitHeaders appends to names the names of the response
+// headers that belong to a provider's own rate-limit families. Envoy
+// removes headers by exact name only, so they are found in the response
+// itself: a header the provider adds tomorrow under a known prefix is
+// removed too. Header keys arrive lower-case.
+func providerRateLimitHeaders(h *extprocv3.HttpHeaders, names []string) []string {
 	for _, hv := range h.GetHeaders().GetHeaders() {
 		for _, p := range providerHeaderPrefixes {
 			if strings.HasPrefix(hv.Key, p) {
@@ -52,42 +52,110 @@ func providerRateLimitHeaders(h *extprocv3.HttpHeaders) []string {
 // formatReset renders a reset time the way OpenAI does: a Go duration,
 // at millisecond precision ("120ms", "6m0s").
 func formatReset(d time.Duration) string {
-	return d.Round(time.Millisecond).String()
+	return string(appendReset(nil, d))
+}
+
+// appendReset appends formatReset(d) to dst.
+func appendReset(dst []byte, d time.Duration) []byte {
+	return appendDuration(dst, d.Round(time.Millisecond))
+}
+
+// appendDuration appends d as time.Duration's String renders it, without
+// the allocation String makes: this runs three times on every response.
+func appendDuration(dst []byte, d time.Duration) []byte {
+	if d == 0 {
+		return append(dst, "0s"...)
+	}
+	u := uint64(d)
+	if d < 0 {
+		dst = append(dst, '-')
+		u = -u // the magnitude, also of the most negative duration
+	}
+	if u < uint64(time.Second) {
+		// Below a second: one unit, with a fraction.
+		switch {
+		case u < uint64(time.Microsecond):
+			return append(strconv.AppendUint(dst, u, 10), "ns"...)
+		case u < uint64(time.Millisecond):
+			return append(appendFraction(dst, u, 3), "µs"...)
+		}
+		return append(appendFraction(dst, u, 6), "ms"...)
+	}
+	// Hours, minutes and seconds, with a fraction of a second.
+	secs := u / uint64(time.Second)
+	if h := secs / 3600; h > 0 {
+		dst = append(strconv.AppendUint(dst, h, 10), 'h')
+	}
+	if secs >= 60 {
+		dst = append(strconv.AppendUint(dst, secs/60%60, 10), 'm')
+	}
+	return append(appendFraction(dst, u%uint64(time.Hour*1)%uint64(time.Minute), 9), 's')
+}
+
+// appendFraction appends v / 10^prec as a decimal, without trailing
+// zeros in its fraction, and without a point when the fraction is zero.
+func appendFraction(dst []byte, v uint64, prec int) []byte {
+	pow := uint64(1)
+	for range prec {
+		pow *= 10
+	}
+	dst = strconv.AppendUint(dst, v/pow, 10)
+	frac := v % pow
+	if frac == 0 {
+		return dst
+	}
+	dst = append(dst, '.')
+	for pow /= 10; frac > 0; pow /= 10 {
+		dst = append(dst, byte('0'+frac/pow))
+		frac %= pow
+	}
+	return dst
+}
+
+// numDims is the number of accounting dimensions.
+const numDims = len(accounting.Decision{}.Dims)
+
+// rateLimitBlock holds a reply's x-ratelimit-* header entries, allocated
+// together: they are set on every response.
+type rateLimitBlock struct {
+	opts [3 * numDims]corev3.HeaderValueOption
+	vals [3 * numDims]corev3.HeaderValue
+	ptrs [3 * numDims]*corev3.HeaderValueOption
+	// text holds the values; one that outgrows it moves to the heap.
+	text [3 * numDims * 24]byte
 }
 
 // rateLimitHeaders returns the x-ratelimit-* headers for each dimension
-// that applied. Remaining is shown as zero when an extra charge took a
-// counter below it: clients expect a count, not a debt. The entries are
-// allocated together: this runs on every response.
-func rateLimitHeaders(dims *[3]accounting.DimState, out []*corev3.HeaderValueOption) []*corev3.HeaderValueOption {
-	n := 0
-	for i := range dims {
-		if dims[i].Applied {
-			n += 3
-		}
+// that applied, in b's entries, after the entries of out. Remaining is
+// shown as zero when an extra charge took a counter below it: clients
+// expect a count, not a debt.
+func rateLimitHeaders(b *rateLimitBlock, dims *[numDims]accounting.DimState, out []*corev3.HeaderValueOption) []*corev3.HeaderValueOption {
+	if out == nil {
+		out = b.ptrs[:0]
 	}
-	if n == 0 {
-		return out
-	}
-	opts := make([]corev3.HeaderValueOption, n)
-	vals := make([]corev3.HeaderValue, n)
+	text := b.text[:0]
 	j := 0
-	add := func(key, value string) {
-		vals[j] = corev3.HeaderValue{Key: key, RawValue: []byte(value)}
-		opts[j].Header = &vals[j]
-		out = append(out, &opts[j])
-		j++
-	}
 	for i := range dims {
 		st := &dims[i]
 		if !st.Applied {
 			continue
 		}
 		d := accounting.Dimension(i)
-		names := &headerNames[i]
-		add(names[0], formatAmount(d, st.Limit))
-		add(names[1], formatAmount(d, max(0, st.Remaining)))
-		add(names[2], formatReset(st.Reset))
+		for k, name := range headerNames[i] {
+			start := len(text)
+			switch k {
+			case 0:
+				text = appendAmount(text, d, st.Limit)
+			case 1:
+				text = appendAmount(text, d, max(0, st.Remaining))
+			default:
+				text = appendReset(text, st.Reset)
+			}
+			b.vals[j] = corev3.HeaderValue{Key: name, RawValue: text[start:len(text):len(text)]}
+			b.opts[j].Header = &b.vals[j]
+			out = append(out, &b.opts[j])
+			j++
+		}
 	}
 	return out
 }

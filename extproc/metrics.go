@@ -1,6 +1,10 @@
 package extproc
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // metrics are the server's Prometheus collectors. Label values come from
 // fixed sets (API kinds from the route table, outcomes below), never from
@@ -12,7 +16,24 @@ type metrics struct {
 	decision    prometheus.Histogram
 	tokens      *prometheus.CounterVec // api, kind: estimated|actual
 	panics      prometheus.Counter
+
+	// The children of the vectors for the label values of the route
+	// table, found once: WithLabelValues hashes its labels and takes the
+	// vector's lock on every call, several times per request, from every
+	// stream at once. Each is created on first use, so /metrics shows
+	// the same series as without the cache.
+	apiIndex  map[string]int // API name → index; "other" is 0
+	byOutcome [][len(outcomes)]lazyCounter
+	estimated []lazyCounter
+	actual    []lazyCounter
+	byBasis   [len(bases)]lazyCounter
 }
+
+// outcomes are the outcome label values of tokenwarden_requests_total.
+var outcomes = [...]string{"admitted", "rejected", "unavailable", "bad_request", "unauthenticated", "misconfigured", "unmetered"}
+
+// bases are the basis label values of tokenwarden_settlement_basis_total.
+var bases = [...]Basis{BasisUsage, BasisEstimate, BasisReserved, BasisRefused, BasisRequest}
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
@@ -41,9 +62,80 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tokenwarden_panics_total",
 			Help: "Streams failed by a panic in their handler (the process stays up; Envoy answers that request with a 500).",
 		}),
+		apiIndex: map[string]int{"other": 0},
 	}
+	for _, r := range routes {
+		m.addAPI(r.api.Name())
+	}
+	for _, api := range azureAPIs {
+		m.addAPI(api.Name())
+	}
+	n := len(m.apiIndex)
+	m.byOutcome = make([][len(outcomes)]lazyCounter, n)
+	m.estimated, m.actual = make([]lazyCounter, n), make([]lazyCounter, n)
 	if reg != nil {
 		reg.MustRegister(m.streams, m.requests, m.settlements, m.decision, m.tokens, m.panics)
 	}
 	return m
+}
+
+func (m *metrics) addAPI(name string) {
+	if _, ok := m.apiIndex[name]; !ok {
+		m.apiIndex[name] = len(m.apiIndex)
+	}
+}
+
+// request counts a request of api (an API name, or "other") with
+// outcome.
+func (m *metrics) request(api, outcome string) {
+	if i, ok := m.apiIndex[api]; ok {
+		for j := range outcomes {
+			if outcomes[j] == outcome {
+				m.byOutcome[i][j].get(m.requests, api, outcome).Inc()
+				return
+			}
+		}
+	}
+	m.requests.WithLabelValues(api, outcome).Inc()
+}
+
+// tokensEstimated and tokensActual count an API's tokens.
+func (m *metrics) tokensEstimated(api string, n int64) {
+	m.tokensOf(m.estimated, api, "estimated").Add(float64(n))
+}
+func (m *metrics) tokensActual(api string, n int64) {
+	m.tokensOf(m.actual, api, "actual").Add(float64(n))
+}
+
+func (m *metrics) tokensOf(cache []lazyCounter, api, kind string) prometheus.Counter {
+	if i, ok := m.apiIndex[api]; ok {
+		return cache[i].get(m.tokens, api, kind)
+	}
+	return m.tokens.WithLabelValues(api, kind)
+}
+
+// settled counts a settlement on basis.
+func (m *metrics) settled(basis Basis) {
+	for i := range bases {
+		if bases[i] == basis {
+			m.byBasis[i].get(m.settlements, string(basis)).Inc()
+			return
+		}
+	}
+	m.settlements.WithLabelValues(string(basis)).Inc()
+}
+
+// lazyCounter is a child of a counter vector, found on first use. Two
+// streams that miss at once both look it up and find the same child.
+type lazyCounter struct {
+	c atomic.Pointer[prometheus.Counter]
+}
+
+func (l *lazyCounter) get(vec *prometheus.CounterVec, labels ...string) prometheus.Counter {
+	if c := l.c.Load(); c != nil {
+		return *c
+	}
+	c := vec.WithLabelValues(labels...)
+	l.c.Store(&c)
+	return c
 }

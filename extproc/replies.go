@@ -25,22 +25,27 @@ func setHeader(key, value string) *corev3.HeaderValueOption {
 // formatAmount renders an amount of a dimension: cost in USD with six
 // decimals (micro-dollar precision), others as integers.
 func formatAmount(d accounting.Dimension, v int64) string {
-	if d != accounting.Cost {
-		return strconv.FormatInt(v, 10)
-	}
 	var b [24]byte
-	out := b[:0]
+	return string(appendAmount(b[:0], d, v))
+}
+
+// appendAmount appends formatAmount(d, v) to dst.
+func appendAmount(dst []byte, d accounting.Dimension, v int64) []byte {
+	if d != accounting.Cost {
+		return strconv.AppendInt(dst, v, 10)
+	}
+	u := uint64(v)
 	if v < 0 {
-		out = append(out, '-')
-		v = -v
+		dst = append(dst, '-')
+		u = -u
 	}
-	out = strconv.AppendInt(out, v/1e6, 10)
-	frac := v % 1e6
-	out = append(out, '.')
-	for div := int64(1e5); div > 0; div /= 10 {
-		out = append(out, byte('0'+frac/div%10))
+	dst = strconv.AppendUint(dst, u/1e6, 10)
+	frac := u % 1e6
+	dst = append(dst, '.')
+	for div := uint64(1e5); div > 0; div /= 10 {
+		dst = append(dst, byte('0'+frac/div%10))
 	}
-	return string(out)
+	return dst
 }
 
 // immediate builds a local reply: Envoy sends it to the client in place of
@@ -71,7 +76,7 @@ func rejection(api llm.API, r *accounting.Reservation) *extprocv3.ProcessingResp
 	t := &r.Trip
 	d := t.Limit.Dimension
 	var headers []*corev3.HeaderValueOption
-	headers = rateLimitHeaders(&r.Dims, headers)
+	headers = rateLimitHeaders(new(rateLimitBlock), &r.Dims, headers)
 	headers = append(headers, setHeader("x-tokenwarden-limit", t.Limit.Name))
 	var msg string
 	if t.NeverFits {

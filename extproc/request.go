@@ -2,13 +2,14 @@ package extproc
 
 import (
 	"errors"
+	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/internal/llm"
@@ -45,7 +46,6 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata) 
 	// method: what the upstream does with a body is not ours to guess.
 	if api != nil && !h.EndOfStream {
 		st.metered = true
-		hr := &extprocv3.HeadersResponse{}
 		remove := st.removeRequestHeaders()
 		switch st.bodyMode {
 		case filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_BUFFERED_PARTIAL, filterv3.ProcessingMode_STREAMED:
@@ -57,10 +57,18 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata) 
 				"api", api.Name(), "mode", st.bodyMode.String())
 			return misconfigured(api, "the filter's request_body_mode is "+st.bodyMode.String()+", not BUFFERED"), true
 		}
+		r := new(struct {
+			resp   extprocv3.ProcessingResponse
+			oneof  extprocv3.ProcessingResponse_RequestHeaders
+			hr     extprocv3.HeadersResponse
+			common extprocv3.CommonResponse
+			hm     extprocv3.HeaderMutation
+		})
+		r.resp.Response, r.oneof.RequestHeaders = &r.oneof, &r.hr
 		if remove != nil {
-			hr.Response = &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: remove}}
+			r.hr.Response, r.common.HeaderMutation, r.hm.RemoveHeaders = &r.common, &r.hm, remove
 		}
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: hr}}, false
+		return &r.resp, false
 	}
 
 	// Not an LLM call: count it as a request now, and ask Envoy not to
@@ -183,6 +191,9 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 		st.count(api, "bad_request")
 		return badRequest(api, err.Error()), true
 	}
+	// The parsers' strings are views of the body; the stream keeps the
+	// model until the response ends, and must not keep the body with it.
+	req.Model = strings.Clone(req.Model)
 	st.req = req
 	st.attrs = append(st.attrs,
 		accounting.Attribute{Name: "model", Value: req.Model},
@@ -192,16 +203,18 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 		return resp, true
 	}
 	st.decided = true
-	st.s.m.tokens.WithLabelValues(api.Name(), "estimated").Add(float64(est.Total()))
+	st.s.m.tokensEstimated(api.Name(), est.Total())
 
-	br := &extprocv3.BodyResponse{}
+	r := new(requestBodyReply)
+	r.resp.Response, r.oneof.RequestBody = &r.oneof, &r.body
 	// The estimate goes in the metadata now, so that a request that never
 	// completes is still logged with it; Envoy merges the actual figures
 	// written at settlement into the same namespace.
-	resp := &extprocv3.ProcessingResponse{
-		Response:        &extprocv3.ProcessingResponse_RequestBody{RequestBody: br},
-		DynamicMetadata: st.metadata(map[string]*structpb.Value{"decision": structpb.NewStringValue("admitted")}),
-	}
+	var buf [512]byte
+	md := newDynamicMetadata(buf[:])
+	st.reservationMetadata(&md)
+	md.str("decision", "admitted")
+	md.attach(&r.resp)
 	edited, err := api.Inject(body, &st.req, llm.InjectOptions{OutputCap: o.InjectOutputCap, StreamUsage: o.InjectStreamUsage})
 	if err != nil {
 		// The body parsed, so an edit cannot fail; if it does, forward
@@ -212,18 +225,33 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 		edited = body
 	}
 	if edited != nil {
-		br.Response = &extprocv3.CommonResponse{
-			HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{
-				setHeader("content-length", strconv.Itoa(len(edited)))}},
-			BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: edited}},
-		}
-		if st.bodyMode == filterv3.ProcessingMode_STREAMED {
-			// A chunk reply cannot set headers; content-length was
-			// removed with the request headers.
-			br.Response.HeaderMutation = nil
+		r.body.Response = &r.common
+		r.common.BodyMutation, r.mutation.Mutation, r.edited.Body = &r.mutation, &r.edited, edited
+		if st.bodyMode != filterv3.ProcessingMode_STREAMED {
+			// The new length. (A STREAMED chunk's reply cannot set
+			// headers; content-length went with the request headers.)
+			r.common.HeaderMutation, r.hm.SetHeaders = &r.hm, r.set[:]
+			r.set[0], r.opt.Header = &r.opt, &r.length
+			r.length.Key, r.length.RawValue = "content-length", strconv.AppendInt(r.digits[:0], int64(len(edited)), 10)
 		}
 	}
-	return resp, false
+	return &r.resp, false
+}
+
+// requestBodyReply is the reply that releases a reserved body, allocated
+// in one piece: one is built for every request.
+type requestBodyReply struct {
+	resp     extprocv3.ProcessingResponse
+	oneof    extprocv3.ProcessingResponse_RequestBody
+	body     extprocv3.BodyResponse
+	common   extprocv3.CommonResponse
+	mutation extprocv3.BodyMutation
+	edited   extprocv3.BodyMutation_Body
+	hm       extprocv3.HeaderMutation
+	set      [1]*corev3.HeaderValueOption
+	opt      corev3.HeaderValueOption
+	length   corev3.HeaderValue
+	digits   [20]byte
 }
 
 // reserve runs the limiter. On anything but an admission it returns the
@@ -240,14 +268,17 @@ func (st *stream) reserve(req accounting.Request) (resp *extprocv3.ProcessingRes
 	}
 	if !res.Admitted {
 		st.count(api, "rejected")
-		st.s.log.Debug("rejected", "api", apiName(api), "limit", res.Trip.Limit.Name,
-			"requested", res.Trip.Requested, "retry_after", res.Trip.RetryAfter, "never_fits", res.Trip.NeverFits)
+		if st.s.log.Enabled(st.ctx, slog.LevelDebug) {
+			st.s.log.Debug("rejected", "api", apiName(api), "limit", res.Trip.Limit.Name,
+				"requested", res.Trip.Requested, "retry_after", res.Trip.RetryAfter, "never_fits", res.Trip.NeverFits)
+		}
 		resp := rejection(api, res)
-		resp.DynamicMetadata = namespaced(map[string]*structpb.Value{
-			"decision":        structpb.NewStringValue("rejected"),
-			"limit":           structpb.NewStringValue(res.Trip.Limit.Name),
-			"estimate_tokens": structpb.NewNumberValue(float64(res.Estimate.Total())),
-		})
+		var buf [256]byte
+		md := newDynamicMetadata(buf[:])
+		md.str("decision", "rejected")
+		md.str("limit", res.Trip.Limit.Name)
+		md.num("estimate_tokens", float64(res.Estimate.Total()))
+		md.attach(resp)
 		return resp, true
 	}
 	st.res = res

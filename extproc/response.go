@@ -22,20 +22,22 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders, attrs map[string]*st
 	if resp, last := st.checkMetered(); last {
 		return resp, true
 	}
-	hr := &extprocv3.HeadersResponse{}
-	resp := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: hr}}
 	if st.res == nil {
-		return resp, false
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
+			ResponseHeaders: &extprocv3.HeadersResponse{}}}, false
 	}
+	r := new(responseHeadersReply)
+	resp := &r.resp
+	resp.Response = &r.oneof
+	r.oneof.ResponseHeaders = &r.hr
+	r.hr.Response = &r.common
+	r.common.HeaderMutation = &r.hm
 	// The provider's rate-limit headers describe its whole account, not
 	// this caller: remove all of them, then set the caller's (Envoy
 	// applies removals first). Ours are removed too, by name, in case the
 	// upstream sent some that no limit of this request sets.
-	remove := providerRateLimitHeaders(h)
-	hr.Response = &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
-		RemoveHeaders: remove,
-		SetHeaders:    rateLimitHeaders(&st.res.Dims, nil),
-	}}
+	r.hm.RemoveHeaders = providerRateLimitHeaders(h, r.remove[:0])
+	r.hm.SetHeaders = rateLimitHeaders(&r.rateLimit, &st.res.Dims, nil)
 	api := st.target.api
 	if api != nil && st.ok() && st.origin == fromUpstream {
 		ct, _ := headerValue(h, "content-type")
@@ -55,9 +57,25 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders, attrs map[string]*st
 		}
 	}
 	if h.EndOfStream || api == nil {
-		resp.DynamicMetadata = st.settle(true)
+		var buf [256]byte
+		md := newDynamicMetadata(buf[:])
+		if st.settle(true, &md) {
+			md.attach(resp)
+		}
 	}
 	return resp, false
+}
+
+// responseHeadersReply is the reply to a reserved request's response
+// headers, allocated in one piece: one is built for every response.
+type responseHeadersReply struct {
+	resp      extprocv3.ProcessingResponse
+	oneof     extprocv3.ProcessingResponse_ResponseHeaders
+	hr        extprocv3.HeadersResponse
+	common    extprocv3.CommonResponse
+	hm        extprocv3.HeaderMutation
+	remove    [8]string // room for the provider's rate-limit headers
+	rateLimit rateLimitBlock
 }
 
 func (st *stream) ok() bool { return st.status >= 200 && st.status < 300 }
@@ -80,12 +98,17 @@ func (st *stream) responseBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingResp
 	}
 	// Settle before this reply: once the client has the whole response,
 	// the counters already show it.
-	md := st.settle(true)
-	if md == nil {
+	var buf [256]byte
+	md := newDynamicMetadata(buf[:])
+	if !st.settle(true, &md) {
 		return continueResponseBody, false
 	}
-	return &extprocv3.ProcessingResponse{
-		Response:        &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{}},
-		DynamicMetadata: md,
-	}, false
+	r := new(struct {
+		resp  extprocv3.ProcessingResponse
+		oneof extprocv3.ProcessingResponse_ResponseBody
+		body  extprocv3.BodyResponse
+	})
+	r.resp.Response, r.oneof.ResponseBody = &r.oneof, &r.body
+	md.attach(&r.resp)
+	return &r.resp, false
 }

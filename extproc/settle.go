@@ -1,7 +1,7 @@
 package extproc
 
 import (
-	"google.golang.org/protobuf/types/known/structpb"
+	"log/slog"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 )
@@ -9,13 +9,14 @@ import (
 // finish settles a reservation the stream did not: the client went away,
 // the upstream failed, or Envoy closed the stream early.
 func (st *stream) finish() {
-	st.settle(false)
+	st.settle(false, nil)
 }
 
 // settle books the request's real usage, once, on the basis settlement
-// decides. complete says whether the response ended normally. It returns
-// the dynamic metadata to report.
-func (st *stream) settle(complete bool) *structpb.Struct {
+// decides. complete says whether the response ended normally; then the
+// actual figures are added to md (when not nil) for Envoy's access logs,
+// and settle reports that it added them.
+func (st *stream) settle(complete bool, md *dynamicMetadata) bool {
 	if st.decoder != nil {
 		// Flush what the decompressor holds back, and release it, on
 		// every path that ends the response.
@@ -23,70 +24,60 @@ func (st *stream) settle(complete bool) *structpb.Struct {
 	}
 	r := st.res
 	if r == nil || r.Settled() {
-		return nil
+		return false
 	}
 	o := outcome{
-		metered:         st.target.api != nil,
-		status:          st.status,
-		origin:          st.origin,
-		complete:        complete,
-		unreadable:      st.unreadable,
-		streamed:        st.req.Stream,
-		hiddenReasoning: st.req.HiddenReasoning || st.s.hiddenReasoning(st.req.Model),
-		background:      st.req.Background,
-		estimate:        r.Estimate,
+		metered:    st.target.api != nil,
+		status:     st.status,
+		origin:     st.origin,
+		complete:   complete,
+		unreadable: st.unreadable,
+		streamed:   st.req.Stream,
+		background: st.req.Background,
+		estimate:   r.Estimate,
 	}
 	if st.reader != nil {
 		o.usage, o.hasUsage = st.reader.Usage()
 		o.observed = st.reader.ObservedOutputTokens()
 	}
+	// Matching the model against the hidden-reasoning patterns is left
+	// out when the provider reported usage, which settles the request
+	// whatever the model.
+	o.hiddenReasoning = st.req.HiddenReasoning || !o.hasUsage && st.s.hiddenReasoning(st.req.Model)
 	usage, basis := settlement(o)
 	if _, err := r.Settle(st.ctx, usage); err != nil {
 		st.s.log.Warn("settlement failed; retrying in the background", "reservation", r.ID, "err", err)
 	}
-	st.s.m.settlements.WithLabelValues(string(basis)).Inc()
-	st.s.log.Debug("settled", "reservation", r.ID, "api", apiName(st.target.api), "basis", basis,
-		"complete", complete, "estimate_tokens", r.Estimate.Total(), "actual_tokens", usage.Total())
-	if st.target.api != nil {
-		st.s.m.tokens.WithLabelValues(st.target.api.Name(), "actual").Add(float64(usage.Total()))
+	st.s.m.settled(basis)
+	if st.s.log.Enabled(st.ctx, slog.LevelDebug) {
+		// Checked first: the arguments alone would cost allocations on
+		// every request.
+		st.s.log.Debug("settled", "reservation", r.ID, "api", apiName(st.target.api), "basis", basis,
+			"complete", complete, "estimate_tokens", r.Estimate.Total(), "actual_tokens", usage.Total())
 	}
-	if !complete {
-		return nil
+	if st.target.api != nil {
+		st.s.m.tokensActual(st.target.api.Name(), usage.Total())
+	}
+	if !complete || md == nil {
+		return false
 	}
 	// Envoy merges these into the fields written at admission.
-	return namespaced(map[string]*structpb.Value{
-		"actual_input_tokens":  structpb.NewNumberValue(float64(usage.InputTokens)),
-		"actual_output_tokens": structpb.NewNumberValue(float64(usage.OutputTokens)),
-		"actual_tokens":        structpb.NewNumberValue(float64(usage.Total())),
-		"settled_on":           structpb.NewStringValue(string(basis)),
-	})
+	md.num("actual_input_tokens", float64(usage.InputTokens))
+	md.num("actual_output_tokens", float64(usage.OutputTokens))
+	md.num("actual_tokens", float64(usage.Total()))
+	md.str("settled_on", string(basis))
+	return true
 }
 
-// metadata returns tokenwarden's dynamic metadata: the estimate, plus
-// extra fields.
-func (st *stream) metadata(extra map[string]*structpb.Value) *structpb.Struct {
+// reservationMetadata adds the reservation's fields to md: its ID, the
+// estimate, and the API and model of an LLM call.
+func (st *stream) reservationMetadata(md *dynamicMetadata) {
 	r := st.res
-	if r == nil {
-		return nil
-	}
-	f := map[string]*structpb.Value{
-		"reservation":     structpb.NewStringValue(r.ID),
-		"estimate_tokens": structpb.NewNumberValue(float64(r.Estimate.Total())),
-		"estimate_cost":   structpb.NewStringValue(formatAmount(accounting.Cost, r.Cost)),
-	}
+	md.str("reservation", r.ID)
+	md.num("estimate_tokens", float64(r.Estimate.Total()))
+	md.str("estimate_cost", formatAmount(accounting.Cost, r.Cost))
 	if st.target.api != nil {
-		f["api"] = structpb.NewStringValue(st.target.api.Name())
-		f["model"] = structpb.NewStringValue(st.req.Model)
+		md.str("api", st.target.api.Name())
+		md.str("model", st.req.Model)
 	}
-	for k, v := range extra {
-		f[k] = v
-	}
-	return namespaced(f)
-}
-
-// namespaced wraps fields in tokenwarden's metadata namespace.
-func namespaced(f map[string]*structpb.Value) *structpb.Struct {
-	return &structpb.Struct{Fields: map[string]*structpb.Value{
-		MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: f}),
-	}}
 }

@@ -117,24 +117,27 @@ func (st *stream) handle(req *extprocv3.ProcessingRequest) (resp *extprocv3.Proc
 			return resp, true
 		}
 		// Trailers end a response whose last body chunk did not.
-		if md := st.settle(true); md != nil {
-			return &extprocv3.ProcessingResponse{
-				Response:        &extprocv3.ProcessingResponse_ResponseTrailers{ResponseTrailers: &extprocv3.TrailersResponse{}},
-				DynamicMetadata: md,
-			}, false
+		var buf [256]byte
+		md := newDynamicMetadata(buf[:])
+		if !st.settle(true, &md) {
+			return continueResponseTrailers, false
 		}
-		return continueResponseTrailers, false
+		resp := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{ResponseTrailers: &extprocv3.TrailersResponse{}}}
+		md.attach(resp)
+		return resp, false
 	}
 	return nil, false
 }
 
 // headerValue finds a header in Envoy's header map. Envoy sends values in
-// raw_value; value is read as a fallback for other clients.
+// raw_value; value is read as a fallback for other clients. The value
+// is raw_value's bytes, viewed rather than copied: nothing modifies a
+// received message.
 func headerValue(h *extprocv3.HttpHeaders, key string) (string, bool) {
 	for _, hv := range h.GetHeaders().GetHeaders() {
 		if hv.Key == key {
 			if len(hv.RawValue) > 0 {
-				return string(hv.RawValue), true
+				return llm.View(hv.RawValue), true
 			}
 			return hv.Value, true
 		}
@@ -180,7 +183,7 @@ func (st *stream) outOfOrder(what string) (*extprocv3.ProcessingResponse, bool) 
 }
 
 func (st *stream) count(api llm.API, outcome string) {
-	st.s.m.requests.WithLabelValues(apiName(api), outcome).Inc()
+	st.s.m.request(apiName(api), outcome)
 }
 
 func apiName(api llm.API) string {

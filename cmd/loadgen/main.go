@@ -1,14 +1,38 @@
-// Command loadgen drives an ext_proc server the way Envoy does — one gRPC
-// stream per HTTP request, buffered request body, streamed response — and
-// reports throughput, latency and, given the server's pid, the server's
-// CPU time per request. With "noop" it serves a do-nothing ext_proc
-// server instead, the baseline tokenwarden's CPU cost is compared with.
+// Command loadgen measures what tokenwarden costs on top of the ext_proc
+// exchange Envoy makes with any external processor. It plays Envoy's
+// side of the stream — one gRPC stream per HTTP request: request
+// headers, the buffered request body, response headers, the response
+// body in pipelined chunks — with tokenwarden's documented filter
+// config, and a 2 KB streamed OpenAI chat request whose answer comes in
+// seven SSE chunks.
 //
-//	loadgen noop -listen 127.0.0.1:50061
-//	loadgen -target 127.0.0.1:50051 -pid 1234 -c 16 -n 20000
+//	loadgen compare [-servers noop,memory,redis] [-c 32] [-d 5s] [-rounds 3] [-fraction 0.5] [-redis URL]
 //
-// It sends traffic only to the address it is given; run it against
-// servers on this machine.
+// compare starts each server in a process of its own (this program with
+// "serve"): the do-nothing ext_proc server, the protocol floor; and
+// tokenwarden with three limits on the memory store and on Redis (a
+// redis-server it starts, or the one at -redis). It loads them in turn,
+// round after round, closed loop, and reports each one's throughput, its
+// CPU time per lifecycle (from /proc, so Linux only) and the ratio to
+// the do-nothing server's in the same round; for Redis, Redis's CPU time
+// per lifecycle and, from INFO commandstats, the time per call of
+// tokenwarden's scripts next to a minimal 3-key reservation script's.
+// Then it offers each server -fraction of its measured throughput, open
+// loop, and reports the decision latency (request body sent → its
+// reply) and the lifecycle latency at p50 and p99. -cpuprofile DIR
+// writes each server's CPU profile.
+//
+//	loadgen serve -store noop|memory|redis [-redis URL] [-listen ADDR]
+//	loadgen noop [-listen 127.0.0.1:50061]
+//	loadgen -target 127.0.0.1:50051 [-pid PID] [-c 16] [-n 10000]
+//
+// serve runs one of those servers alone; noop is serve -store noop. The
+// last form loads a server started otherwise (the tokenwarden binary,
+// say, with admin_pprof) and, given its pid, reports its CPU time per
+// request.
+//
+// It sends traffic only to the addresses it is given or starts; run it
+// against servers on this machine.
 package main
 
 import (

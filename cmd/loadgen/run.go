@@ -6,34 +6,39 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"os"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"testing"
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
-
-	"github.com/tokenwarden/tokenwarden/extproc"
-	"github.com/tokenwarden/tokenwarden/internal/envoytest"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "noop" {
-		return serveNoop(ctx, args[1:], stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "compare":
+			return compare(ctx, args[1:], stdout, stderr)
+		case "serve":
+			return serve(ctx, args[1:], stdout, stderr)
+		case "noop":
+			// The do-nothing server alone, to compare by hand with a
+			// server started otherwise.
+			return serve(ctx, append([]string{"-store", "noop", "-listen", "127.0.0.1:50061"}, args[1:]...), stdout, stderr)
+		}
 	}
+	return load(ctx, args, stdout, stderr)
+}
+
+// load drives one server at an address, closed loop, and reports its
+// throughput, latency and, given its pid, its CPU time per lifecycle.
+func load(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	target := fs.String("target", "127.0.0.1:50051", "ext_proc server `address`")
 	conc := fs.Int("c", 16, "concurrent streams")
-	total := fs.Int("n", 10000, "requests to send")
+	total := fs.Int("n", 10000, "lifecycles to run")
 	tenants := fs.Int("tenants", 100, "distinct x-tenant-id values")
-	scenario := fs.String("scenario", "sse", "response kind: sse or json")
+	scenario := fs.String("scenario", "sse", "response kind: sse (7 chunks) or json")
 	pid := fs.Int("pid", 0, "server `pid` whose CPU time to measure (0: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -41,131 +46,44 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *conc < 1 || *total < 1 {
 		return errors.New("-c and -n must be positive")
 	}
-	upstream, err := upstreamFor(*scenario)
+	t, err := newTraffic(*scenario, *tenants)
 	if err != nil {
 		return err
 	}
-	envoy := envoytest.Connect(tb{}, *target)
+	conn, err := grpc.NewClient(*target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	client := extprocv3.NewExternalProcessorClient(conn)
 
 	// Warm up: connections, the server's pools and caches.
-	for i := range min(200, *total) {
-		if r := envoy.Do(ctx, request(i%*tenants), upstream); r.Err != nil {
-			return fmt.Errorf("warm-up request: %v", r.Err)
+	if w := closedLoop(ctx, client, t, *conc, min(200, *total), 0); w.firstErr != nil {
+		return fmt.Errorf("warm-up: %w", w.firstErr)
+	}
+	var cpu0, cpu1 time.Duration
+	if *pid != 0 {
+		if cpu0, err = cpuTime(*pid); err != nil {
+			return err
 		}
 	}
-	cpu0, err := cpuTime(*pid)
-	if err != nil {
-		return err
-	}
-	var next atomic.Int64
-	latencies := make([][]time.Duration, *conc)
-	statuses := make([]map[int]int, *conc)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for w := range *conc {
-		statuses[w] = map[int]int{}
-		wg.Go(func() {
-			for {
-				i := next.Add(1)
-				if i > int64(*total) || ctx.Err() != nil {
-					return
-				}
-				t0 := time.Now()
-				r := envoy.Do(ctx, request(int(i)%*tenants), upstream)
-				latencies[w] = append(latencies[w], time.Since(t0))
-				if r.Err != nil {
-					statuses[w][-1]++
-				} else {
-					statuses[w][r.Status]++
-				}
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	cpu1, err := cpuTime(*pid)
-	if err != nil {
-		return err
-	}
-
-	var all []time.Duration
-	counts := map[int]int{}
-	for w := range *conc {
-		all = append(all, latencies[w]...)
-		for s, n := range statuses[w] {
-			counts[s] += n
+	res := closedLoop(ctx, client, t, *conc, *total, 0)
+	if *pid != 0 {
+		if cpu1, err = cpuTime(*pid); err != nil {
+			return err
 		}
 	}
-	slices.Sort(all)
-	n := len(all)
-	fmt.Fprintf(stdout, "requests %d in %v: %.0f req/s; latency p50 %v p99 %v\n",
-		n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), pct(all, 50), pct(all, 99))
-	var parts []string
-	for s, c := range counts {
-		label := strconv.Itoa(s)
-		if s == -1 {
-			label = "error"
-		}
-		parts = append(parts, fmt.Sprintf("%s×%d", label, c))
+	fmt.Fprintf(stdout, "requests %d in %v: %.0f req/s; latency p50 %v p99 %v; decision p50 %v p99 %v\n",
+		res.n(), res.elapsed.Round(time.Millisecond), res.rate(),
+		micro(percentile(res.totals, 50)), micro(percentile(res.totals, 99)),
+		micro(percentile(res.decisions, 50)), micro(percentile(res.decisions, 99)))
+	fmt.Fprintf(stdout, "statuses: %s\n", res.statusLine())
+	if res.firstErr != nil {
+		fmt.Fprintf(stdout, "first error: %v\n", res.firstErr)
 	}
-	slices.Sort(parts)
-	fmt.Fprintf(stdout, "statuses: %s\n", strings.Join(parts, " "))
 	if *pid != 0 {
 		used := cpu1 - cpu0
-		fmt.Fprintf(stdout, "server cpu %v: %.1f µs per request\n", used.Round(time.Millisecond), float64(used.Microseconds())/float64(n))
+		fmt.Fprintf(stdout, "server cpu %v: %.1f µs per request\n", used.Round(time.Millisecond), float64(used.Microseconds())/float64(res.n()))
 	}
 	return nil
 }
-
-func pct(sorted []time.Duration, p int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[min(len(sorted)-1, len(sorted)*p/100)].Round(time.Microsecond)
-}
-
-// cpuTime returns a process's user+system CPU time from /proc.
-func cpuTime(pid int) (time.Duration, error) {
-	if pid == 0 {
-		return 0, nil
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the command name (which may hold spaces) start after ")".
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	const ticks = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / ticks, nil
-}
-
-func serveNoop(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("noop", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	listen := fs.String("listen", "127.0.0.1:50061", "listen `address`")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	lis, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return err
-	}
-	gs := grpc.NewServer(extproc.GRPCServerOptions()...)
-	extprocv3.RegisterExternalProcessorServer(gs, envoytest.Noop{})
-	fmt.Fprintf(stderr, "noop ext_proc server on %s (pid %d)\n", lis.Addr(), os.Getpid())
-	go func() {
-		<-ctx.Done()
-		gs.Stop()
-	}()
-	return gs.Serve(lis)
-}
-
-// tb lets the envoytest client run outside a test: its failures end the
-// program.
-type tb struct{ testing.TB }
-
-func (tb) Helper()                           {}
-func (tb) Cleanup(func())                    {}
-func (tb) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }

@@ -6,11 +6,24 @@ import (
 	"io"
 	"net"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokenwarden/tokenwarden/internal/redistest"
 )
+
+// TestMain lets the test binary stand in for loadgen when compare starts
+// its servers: they run "os.Executable() serve …".
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
 
 // TestLoadAgainstNoop runs the noop server and a short load against it,
 // measuring the server's (this process's) CPU.
@@ -47,11 +60,82 @@ func TestLoadAgainstNoop(t *testing.T) {
 	}
 }
 
-func TestFlagsAreChecked(t *testing.T) {
-	if err := run(t.Context(), []string{"-c", "0"}, io.Discard, io.Discard); err == nil {
-		t.Error("-c 0 accepted")
+// TestCompare runs the whole comparison, briefly, with every server:
+// each one starts, completes lifecycles with 200s only, and gets its
+// rows in the report.
+func TestCompare(t *testing.T) {
+	rs := redistest.Start(t)
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"compare", "-servers", "noop,memory,redis", "-redis", rs.URL(),
+		"-c", "4", "-d", "300ms", "-rounds", "2", "-latency-d", "300ms"}, &out, os.Stderr)
+	if err != nil {
+		t.Fatalf("compare: %v\n%s", err, out.String())
 	}
-	if err := run(t.Context(), []string{"-scenario", "grpc"}, io.Discard, io.Discard); err == nil {
-		t.Error("unknown scenario accepted")
+	report := out.String()
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^round 1: noop \d+/s \d+ µs \| memory \d+/s \d+ µs \| redis \d+/s \d+ µs \+ Redis \d+ µs$`),
+		regexp.MustCompile(`(?m)^round 2: `),
+		regexp.MustCompile(`(?m)^\| noop \| \d+ \| [\d–]+ \| 1\.00× \|  \|$`),
+		regexp.MustCompile(`(?m)^\| memory \| \d+ \| [\d–]+ \| [\d.×–]+ \|  \|$`),
+		regexp.MustCompile(`(?m)^\| redis \| \d+ \| [\d–]+ \| [\d.×–]+ \| [\d–]+ \|$`),
+		regexp.MustCompile(`tokenwarden 2\.00 calls per lifecycle, [\d.]+ µs per call; minimal 3-key script [\d.]+ µs per call`),
+		regexp.MustCompile(`(?m)^\| redis \| \d+ \| \d+ \| [\dµm.s]+ \| [\dµm.s]+ \| [\dµm.s]+ \| [\dµm.s]+ \| \d+ \|$`),
+	} {
+		if !want.MatchString(report) {
+			t.Errorf("report lacks %s:\n%s", want, report)
+		}
+	}
+}
+
+func TestFlagsAreChecked(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"no streams", []string{"-c", "0"}},
+		{"unknown scenario", []string{"-scenario", "grpc"}},
+		{"unknown server", []string{"compare", "-servers", "noop,envoy"}},
+		{"fraction above one", []string{"compare", "-fraction", "1.5"}},
+		{"unknown store", []string{"serve", "-store", "disk"}},
+		{"redis without an address", []string{"serve", "-store", "redis"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := run(t.Context(), tc.args, io.Discard, io.Discard); err == nil {
+				t.Errorf("run %q: got no error", tc.args)
+			}
+		})
+	}
+}
+
+func TestParseInfo(t *testing.T) {
+	info := "# CPU\r\nused_cpu_sys:1.500000\r\nused_cpu_user:2.250000\r\nused_cpu_sys_children:0.000000\r\n" +
+		"# Commandstats\r\ncmdstat_get:calls=5,usec=10,usec_per_call=2.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_evalsha:calls=100,usec=3000,usec_per_call=30.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_fcall:calls=10,usec=500,usec_per_call=50.00,rejected_calls=0,failed_calls=0\r\n"
+	got, err := parseInfo(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := redisStats{cpu: 3750 * time.Millisecond, scriptCalls: 110, scriptUsec: 3500}
+	if got != want {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	if _, err := parseInfo("# Commandstats\r\n"); err == nil {
+		t.Error("INFO without CPU figures: got no error")
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	ds := []time.Duration{5, 1, 4, 2, 3, 10, 9, 8, 7, 6}
+	for _, tc := range []struct {
+		p    float64
+		want time.Duration
+	}{{0, 1}, {50, 6}, {90, 10}, {99, 10}, {100, 10}} {
+		if got := percentile(ds, tc.p); got != tc.want {
+			t.Errorf("p%v: got %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	if got := percentile(nil, 50); got != 0 {
+		t.Errorf("empty: got %v, want 0", got)
 	}
 }

@@ -19,10 +19,10 @@ type Part struct {
 	Detail string
 }
 
-// JSONText is the detail of a part counted as its JSON text: a tool
+// DetailJSON is the detail of a part counted as its JSON text: a tool
 // schema, a tool call's arguments, or a part of a kind the format does
 // not know (high, but never free).
-const JSONText = "JSON text"
+const DetailJSON = "JSON text"
 
 // Tally adds up a request's input tokens, part by part, for a wire
 // format's ParseRequest. When the parse explains itself
@@ -76,7 +76,7 @@ func (t *Tally) AddJSON(kind string, n int64) {
 	if t.explain == nil || n == 0 {
 		return
 	}
-	t.explain(Part{Name: t.name(label(kind)), Tokens: n, Detail: JSONText})
+	t.explain(Part{Name: t.name(label(kind)), Tokens: n, Detail: DetailJSON})
 }
 
 // AddImage counts n tokens of an image of the given size in pixels (≤ 0

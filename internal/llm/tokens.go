@@ -35,3 +35,12 @@ func TokenCount(v gjson.Result) int64 {
 	}
 	return int64(math.Floor(f))
 }
+
+// TokenCountRaw is TokenCount of a raw, well-formed JSON value (nil for
+// none), as the stream readers' fast path finds it.
+func TokenCountRaw(v []byte) int64 {
+	if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
+		return 0
+	}
+	return TokenCount(gjson.Result{Type: gjson.Number, Raw: View(v)})
+}

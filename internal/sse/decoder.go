@@ -9,6 +9,12 @@ const (
 	// that thousands of concurrent streams cannot exhaust memory.
 	DefaultMaxEventBytes = 1 << 20
 
+	// MaxKeptBytes bounds the data buffer a Decoder keeps between events. A larger
+	// event is still read whole, up to MaxEventBytes, but the buffer that held it is
+	// dropped once it is dispatched, so that a stream holds only a small buffer while
+	// it waits for its next event, however large an earlier one was.
+	MaxKeptBytes = 16 << 10
+
 	// MaxFieldBytes bounds the kept bytes of an event type and of an event ID. Longer
 	// values are truncated: no API names its events with more than a few dozen bytes, and
 	// the bound stops a hostile upstream from growing memory through these fields.
@@ -392,6 +398,10 @@ func (d *Decoder) dispatch(fn func(Event)) {
 	// event ID stays.
 	d.data, d.ref, d.dataLen, d.hasData = d.data[:0], nil, 0, false
 	d.typ = d.typ[:0]
+	if cap(d.data) > MaxKeptBytes {
+		// Grown for one large event: not kept for the rest of the stream.
+		d.data = nil
+	}
 }
 
 // appendField appends b to a type or ID buffer, truncating at MaxFieldBytes.

@@ -467,16 +467,24 @@ func TestWriteAllocs(t *testing.T) {
 	openai := bytes.Repeat(readFixture(t, "openai_chat_include_usage.sse"), 8)
 	anthropic := bytes.Repeat(readFixture(t, "anthropic_messages.sse"), 8)
 	large := slices.Concat([]byte("data: "), patternLine(2*DefaultMaxEventBytes), []byte("\n\n"))
+	// A buffer grown past MaxKeptBytes is dropped after its event, so a
+	// large event costs its buffer's growth again — a doubling at a time,
+	// never an allocation per Write.
+	growth := 0
+	for c := 256; c < DefaultMaxEventBytes; c *= 2 {
+		growth++
+	}
 	tests := []struct {
-		name   string
-		stream []byte
-		chunk  int
+		name      string
+		stream    []byte
+		chunk     int
+		maxAllocs int
 	}{
 		{name: "openai whole", stream: openai, chunk: len(openai)},
 		{name: "openai 1KiB", stream: openai, chunk: 1 << 10},
 		{name: "openai 7B", stream: openai, chunk: 7},
 		{name: "anthropic 1KiB", stream: anthropic, chunk: 1 << 10},
-		{name: "truncated event 16KiB", stream: large, chunk: 16 << 10},
+		{name: "truncated event 16KiB", stream: large, chunk: 16 << 10, maxAllocs: growth + 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -493,11 +501,37 @@ func TestWriteAllocs(t *testing.T) {
 			}
 			run() // grow the buffers once
 			writes := (len(tt.stream) + tt.chunk - 1) / tt.chunk
-			if got := testing.AllocsPerRun(20, run); got != 0 {
-				t.Errorf("got %v allocs per stream of %d writes, want 0", got, writes)
+			if got := testing.AllocsPerRun(20, run); got > float64(tt.maxAllocs) {
+				t.Errorf("got %v allocs per stream of %d writes, want at most %d", got, writes, tt.maxAllocs)
 			}
 			if events == 0 {
 				t.Errorf("got 0 events, want some")
+			}
+		})
+	}
+}
+
+// TestLargeEventBufferNotKept: the buffer a large event spanning Writes
+// needed is read whole, then dropped, so a stream waiting for its next
+// event holds at most MaxKeptBytes of buffer; a small event's is kept.
+func TestLargeEventBufferNotKept(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		size int
+		kept bool
+	}{{"small", 1 << 10, true}, {"large", 4 * MaxKeptBytes, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := NewDecoder(Options{})
+			stream := slices.Concat([]byte("data: "), patternLine(tc.size), []byte("\n\n"))
+			var got int
+			for p := stream; len(p) > 0; p = p[min(1000, len(p)):] {
+				d.Write(p[:min(1000, len(p))], func(ev Event) { got = len(ev.Data) })
+			}
+			if got != tc.size {
+				t.Fatalf("got an event of %d bytes, want %d", got, tc.size)
+			}
+			if c := cap(d.data); c > MaxKeptBytes || (c > 0) != tc.kept {
+				t.Errorf("kept a buffer of %d bytes, want one only for a small event, of at most %d", c, MaxKeptBytes)
 			}
 		})
 	}

@@ -56,6 +56,7 @@
 // Line terminators are found with bytes.IndexByte. An event whose data line lies wholly
 // inside one Write is handed to the callback as a slice of that Write's bytes, without a
 // copy; only data that spans Writes is copied into the decoder's buffer, which is reused
-// from event to event and across Reset. Event slices are therefore valid only during the
+// from event to event and across Reset, up to MaxKeptBytes (a buffer grown past that for
+// one large event is dropped after it). Event slices are therefore valid only during the
 // callback.
 package sse

@@ -89,7 +89,7 @@ func (Messages) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.
 		return req, bad
 	}
 	if tools.IsArray() && len(tools.Raw) > 2 {
-		t.AddDetail("tools", c.count(tools.Raw), llm.JSONText)
+		t.AddDetail("tools", c.count(tools.Raw), llm.DetailJSON)
 		t.AddDetail("tool prompt", tokenizer.ClaudeToolPromptTokens, ToolPromptDetail)
 	}
 	req.InputTokens = t.Done("message format overhead", "3 a message, an approximation: Anthropic's is not published")
@@ -178,7 +178,7 @@ func contentTokens(v gjson.Result, c *counter, t *llm.Tally) {
 		blocksTokens(v, c, t)
 	case v.Type == gjson.Null || !v.Exists():
 	default:
-		t.AddDetail("content", c.count(v.Raw), llm.JSONText)
+		t.AddDetail("content", c.count(v.Raw), llm.DetailJSON)
 	}
 }
 
@@ -204,7 +204,7 @@ func blockTokens(b gjson.Result, c *counter, t *llm.Tally) {
 	case "tool_use", "server_tool_use":
 		outer := t.Within(typ)
 		t.Add("name", c.count(b.Get("name").Str))
-		t.AddDetail("input", c.count(b.Get("input").Raw), llm.JSONText)
+		t.AddDetail("input", c.count(b.Get("input").Raw), llm.DetailJSON)
 		t.Leave(outer)
 	case "tool_result":
 		outer := t.Within(typ)

@@ -37,7 +37,12 @@ type StreamReader struct {
 	errored  bool
 	observed int64
 	handler  func(sse.Event)
+	// buf holds the current event's escaped text, decoded.
+	buf []byte
 }
+
+// maxKeptBuf bounds the decoding buffer kept between events.
+const maxKeptBuf = 16 << 10
 
 // NewStreamReader returns a reader for a Messages stream.
 func NewStreamReader(model string, opts llm.ReaderOptions) *StreamReader {
@@ -53,17 +58,23 @@ func (r *StreamReader) onEvent(ev sse.Event) {
 		r.observed += llm.ObservedTokens(int64(ev.DataLen))
 		return
 	}
-	doc := gjson.Parse(llm.View(ev.Data))
+	r.readEvent(ev.Data, true)
+}
+
+// readEvent reads one payload. With scan, a well-formed delta is read
+// with the scanner, which decodes escaped text without allocating; gjson
+// reads everything else, and every delta when scan is false (the
+// reading the scanner's is tested against).
+func (r *StreamReader) readEvent(data []byte, scan bool) {
+	doc := gjson.Parse(llm.View(data))
 	switch doc.Get("type").Str {
 	case "content_block_delta":
 		d := doc.Get("delta")
-		switch d.Get("type").Str {
-		case "text_delta":
-			r.count(d.Get("text").Str)
-		case "thinking_delta":
-			r.count(d.Get("thinking").Str)
-		case "input_json_delta":
-			r.count(d.Get("partial_json").Str)
+		if scan && r.scanDelta(d) {
+			return
+		}
+		if field := deltaText(d.Get("type").Str); field != "" {
+			r.count(d.Get(field).Str)
 		}
 	case "message_start":
 		if r.fields.Apply(doc.Get("message.usage")) {
@@ -78,6 +89,45 @@ func (r *StreamReader) onEvent(ev sse.Event) {
 	}
 	// ping, content_block_start/stop, message_stop and events not known
 	// yet carry nothing to count.
+}
+
+// deltaNames are the members of a delta the scanner reads: its type and
+// the fields deltaText names.
+var deltaNames = []string{"type", "text", "thinking", "partial_json"}
+
+// scanDelta counts a well-formed delta's text, and reports false, having
+// counted nothing, for one it leaves to gjson.
+func (r *StreamReader) scanDelta(d gjson.Result) bool {
+	var v [4][]byte
+	if !d.IsObject() || !llm.JSONMembers(llm.BytesView(d.Raw), deltaNames, v[:]) {
+		return false
+	}
+	r.buf = r.buf[:0]
+	typ, _ := llm.JSONText(v[0], &r.buf)
+	for i, name := range deltaNames[1:] {
+		if deltaText(typ) == name {
+			text, _ := llm.JSONText(v[i+1], &r.buf)
+			r.count(text)
+		}
+	}
+	if cap(r.buf) > maxKeptBuf {
+		r.buf = nil
+	}
+	return true
+}
+
+// deltaText names the field of each content_block_delta type that
+// carries generated text.
+func deltaText(typ string) string {
+	switch typ {
+	case "text_delta":
+		return "text"
+	case "thinking_delta":
+		return "thinking"
+	case "input_json_delta":
+		return "partial_json"
+	}
+	return ""
 }
 
 func (r *StreamReader) count(s string) {

@@ -31,7 +31,12 @@ type StreamReader struct {
 	errored  bool // an exception message arrived
 	observed int64
 	handler  func(*eventstream.Message)
+	// buf holds the current delta's escaped text, decoded.
+	buf []byte
 }
+
+// maxKeptBuf bounds the decoding buffer kept between messages.
+const maxKeptBuf = 16 << 10
 
 // NewStreamReader returns a reader for a converse-stream response.
 func NewStreamReader(model string, opts llm.ReaderOptions) *StreamReader {
@@ -58,18 +63,7 @@ func (r *StreamReader) onMessage(m *eventstream.Message) {
 	typ, _, _ := m.Header(":event-type")
 	switch string(typ) {
 	case "contentBlockDelta":
-		d := gjson.Get(llm.View(m.Payload), "delta")
-		d.ForEach(func(k, v gjson.Result) bool {
-			switch k.Str {
-			case "text":
-				r.count(v.Str)
-			case "toolUse":
-				r.count(v.Get("input").Str)
-			case "reasoningContent":
-				r.count(v.Get("text").Str)
-			}
-			return true
-		})
+		r.readDelta(m.Payload, true)
 	case "messageStop":
 		r.stopped = true
 	case "metadata":
@@ -77,6 +71,58 @@ func (r *StreamReader) onMessage(m *eventstream.Message) {
 			r.usage, r.has = u, true
 		}
 	}
+}
+
+// readDelta counts a contentBlockDelta's text. With scan, a well-formed
+// delta is read with the scanner, which decodes escaped text without
+// allocating; gjson reads any other, and every delta when scan is false
+// (the reading the scanner's is tested against).
+func (r *StreamReader) readDelta(payload []byte, scan bool) {
+	d := gjson.Get(llm.View(payload), "delta")
+	if scan && r.scanDelta(d) {
+		return
+	}
+	d.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "text":
+			r.count(v.Str)
+		case "toolUse":
+			r.count(v.Get("input").Str)
+		case "reasoningContent":
+			r.count(v.Get("text").Str)
+		}
+		return true
+	})
+}
+
+// scanDelta counts a well-formed delta's text, and reports false, having
+// counted nothing, for one it leaves to gjson.
+func (r *StreamReader) scanDelta(d gjson.Result) bool {
+	if !d.IsObject() || !llm.WellFormedObject(llm.BytesView(d.Raw)) {
+		return false
+	}
+	r.buf = r.buf[:0]
+	var scratch [32]byte
+	fields := llm.ScanObject(llm.BytesView(d.Raw))
+	for k, v, ok := fields.Next(); ok; k, v, ok = fields.Next() {
+		var text []byte
+		switch llm.DecodeJSONString(k, scratch[:]) {
+		case "text":
+			text = v
+		case "toolUse":
+			text, _ = llm.JSONMember(v, "input")
+		case "reasoningContent":
+			text, _ = llm.JSONMember(v, "text")
+		default:
+			continue
+		}
+		s, _ := llm.JSONText(text, &r.buf)
+		r.count(s)
+	}
+	if cap(r.buf) > maxKeptBuf {
+		r.buf = nil
+	}
+	return true
 }
 
 func (r *StreamReader) count(s string) {

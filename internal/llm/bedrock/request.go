@@ -89,7 +89,7 @@ func (Converse) ParseRequest(path string, body []byte, opts llm.ParseOptions) (l
 		t.Leave(outer)
 	}
 	if tools := toolConfig.Get("tools"); tools.IsArray() && len(tools.Raw) > 2 {
-		t.AddDetail("toolConfig.tools", c.count(tools.Raw), llm.JSONText)
+		t.AddDetail("toolConfig.tools", c.count(tools.Raw), llm.DetailJSON)
 		if strings.Contains(req.Model, "anthropic") {
 			t.AddDetail("tool prompt", tokenizer.ClaudeToolPromptTokens, anthropic.ToolPromptDetail)
 		}
@@ -186,14 +186,14 @@ func blockTokens(kind string, v gjson.Result, c *counter, t *llm.Tally) {
 	case "toolUse":
 		outer := t.Within(kind)
 		t.Add("name", c.count(v.Get("name").Str))
-		t.AddDetail("input", c.count(v.Get("input").Raw), llm.JSONText)
+		t.AddDetail("input", c.count(v.Get("input").Raw), llm.DetailJSON)
 		t.Leave(outer)
 	case "toolResult":
 		outer := t.Within(kind)
 		blocksTokens(v.Get("content"), c, t)
 		t.Leave(outer)
 	case "json":
-		t.AddDetail(kind, c.count(v.Raw), llm.JSONText)
+		t.AddDetail(kind, c.count(v.Raw), llm.DetailJSON)
 	case "reasoningContent":
 		t.Add(kind, c.count(v.Get("reasoningText.text").Str))
 	case "guardContent":

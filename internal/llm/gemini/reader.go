@@ -53,7 +53,12 @@ type SSEReader struct {
 	snapshot
 	dec     *sse.Decoder
 	handler func(sse.Event)
+	// buf holds the current event's escaped text, decoded.
+	buf []byte
 }
+
+// maxKeptBuf bounds the decoding buffer kept between events.
+const maxKeptBuf = 16 << 10
 
 // NewSSEReader returns a reader for an alt=sse stream.
 func NewSSEReader(model string, opts llm.ReaderOptions) *SSEReader {
@@ -68,7 +73,15 @@ func (r *SSEReader) onEvent(ev sse.Event) {
 		r.observed += llm.ObservedTokens(int64(ev.DataLen))
 		return
 	}
-	doc := gjson.Parse(llm.View(ev.Data))
+	r.readEvent(ev.Data, true)
+}
+
+// readEvent reads one payload. With scan, a well-formed part is read
+// with the scanner, which decodes escaped text without allocating; gjson
+// reads everything else, and every part when scan is false (the reading
+// the scanner's is tested against).
+func (r *SSEReader) readEvent(data []byte, scan bool) {
+	doc := gjson.Parse(llm.View(data))
 	doc.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "usageMetadata", "usage_metadata":
@@ -81,6 +94,9 @@ func (r *SSEReader) onEvent(ev sse.Event) {
 					switch k.Str {
 					case "content":
 						v.Get("parts").ForEach(func(_, p gjson.Result) bool {
+							if scan && r.scanPart(p) {
+								return true
+							}
 							r.count(p.Get("text").Str)
 							if fc := p.Get("functionCall"); fc.Exists() {
 								r.count(fc.Raw)
@@ -99,6 +115,28 @@ func (r *SSEReader) onEvent(ev sse.Event) {
 		}
 		return true
 	})
+}
+
+// partNames are the members of a part the reader counts.
+var partNames = []string{"text", "functionCall"}
+
+// scanPart counts a well-formed part's text and function call, and
+// reports false, having counted nothing, for one it leaves to gjson.
+func (r *SSEReader) scanPart(p gjson.Result) bool {
+	var v [2][]byte
+	if !p.IsObject() || !llm.JSONMembers(llm.BytesView(p.Raw), partNames, v[:]) {
+		return false
+	}
+	r.buf = r.buf[:0]
+	text, _ := llm.JSONText(v[0], &r.buf)
+	r.count(text)
+	if v[1] != nil {
+		r.count(llm.View(v[1]))
+	}
+	if cap(r.buf) > maxKeptBuf {
+		r.buf = nil
+	}
+	return true
 }
 
 // Write implements llm.UsageReader.

@@ -136,7 +136,7 @@ func (GenerateContent) ParseRequest(path string, body []byte, opts llm.ParseOpti
 		t.Leave(outer)
 	}
 	if tools.IsArray() {
-		t.AddDetail("tools", count(tools.Raw), llm.JSONText)
+		t.AddDetail("tools", count(tools.Raw), llm.DetailJSON)
 	}
 	if cachedContent.Type == gjson.String && cachedContent.Str != "" {
 		notes = llm.AppendNote(notes, "cachedContent: the cached prompt is billed as input but not counted")

@@ -98,10 +98,10 @@ func (Chat) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Requ
 	// Tool schemas are rendered into the prompt; their JSON is a fair,
 	// slightly high, stand-in for OpenAI's hidden formatting.
 	if tools.IsArray() {
-		t.AddDetail("tools", count(tools.Raw), llm.JSONText)
+		t.AddDetail("tools", count(tools.Raw), llm.DetailJSON)
 	}
 	if fns.IsArray() {
-		t.AddDetail("functions", count(fns.Raw), llm.JSONText)
+		t.AddDetail("functions", count(fns.Raw), llm.DetailJSON)
 	}
 	req.InputTokens = t.Done("chat format overhead", "3 a message, 1 a role, 1 a name, 3 to prime the reply")
 
@@ -165,7 +165,7 @@ func contentTokens(v gjson.Result, tc *textCounter, t *llm.Tally) {
 		})
 	case v.Type == gjson.Null:
 	default:
-		t.AddDetail("content", count(v.Raw), llm.JSONText)
+		t.AddDetail("content", count(v.Raw), llm.DetailJSON)
 	}
 }
 

@@ -84,11 +84,11 @@ func (Responses) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm
 		t.Add("instructions", count(instructions.Str))
 	}
 	if tools.IsArray() {
-		t.AddDetail("tools", count(tools.Raw), llm.JSONText)
+		t.AddDetail("tools", count(tools.Raw), llm.DetailJSON)
 	}
 	// A structured-output schema is rendered into the prompt too.
 	if format := text.Get("format"); format.IsObject() {
-		t.AddDetail("text.format", count(format.Raw), llm.JSONText)
+		t.AddDetail("text.format", count(format.Raw), llm.DetailJSON)
 	}
 	t.Overhead(replyPriming)
 	req.InputTokens = t.Done("responses format overhead", "3 an item, 1 a role, 3 to prime the reply")
@@ -153,7 +153,7 @@ func responsesContentTokens(v gjson.Result, tc *textCounter, t *llm.Tally) {
 	}
 	if !v.IsArray() {
 		if v.Type != gjson.Null && v.Exists() {
-			t.AddDetail("content", count(v.Raw), llm.JSONText)
+			t.AddDetail("content", count(v.Raw), llm.DetailJSON)
 		}
 		return
 	}

@@ -11,21 +11,49 @@ import (
 )
 
 // EventFields are the top-level fields of one stream event that carry
-// generated text, picked out in the single pass that also looks for
-// usage: rescanning each event per field would double the per-chunk cost.
+// generated text, as gjson parsed them, picked out in the single pass
+// that also looks for usage: rescanning each event per field would
+// double the per-chunk cost.
 type EventFields struct {
 	Choices gjson.Result // chat and completions
 	Type    gjson.Result // Responses API
 	Delta   gjson.Result // Responses API
 }
 
+// RawFields are the same fields of a well-formed event, raw (nil when
+// absent), as the scanner of the reader's fast path found them.
+type RawFields struct {
+	Choices []byte
+	Type    []byte
+	Delta   []byte
+}
+
 // DeltaText extracts the generated text of one event, for counting the
-// output of a stream cut short.
-type DeltaText func(f *EventFields, emit func(text string))
+// output of a stream cut short. It reads an event two ways, which must
+// agree: from the raw values of a well-formed event, the fast path that
+// decodes no more than the text, and from gjson's reading of any other
+// event. text takes a raw JSON value and counts it if it is a string;
+// emit counts a string.
+type DeltaText struct {
+	raw    func(f RawFields, text func(value []byte))
+	fields func(f *EventFields, emit func(text string))
+}
 
 // ChatDeltaText reads choices[].delta: content, reasoning, refusal and
 // tool-call arguments.
-func ChatDeltaText(f *EventFields, emit func(string)) {
+var ChatDeltaText = DeltaText{raw: chatDeltaRaw, fields: chatDeltaFields}
+
+// CompletionsDeltaText reads choices[].text of a legacy completions stream.
+var CompletionsDeltaText = DeltaText{raw: completionsDeltaRaw, fields: completionsDeltaFields}
+
+// ResponsesDeltaText reads the "delta" of the Responses API's *.delta
+// events: output text, reasoning text and summaries, refusals, tool-call
+// arguments. The *.done and response.completed events repeat text already
+// seen as deltas and are skipped; audio deltas are base64 and would count
+// as far more tokens than they are.
+var ResponsesDeltaText = DeltaText{raw: responsesDeltaRaw, fields: responsesDeltaFields}
+
+func chatDeltaFields(f *EventFields, emit func(string)) {
 	f.Choices.ForEach(func(_, c gjson.Result) bool {
 		c.ForEach(func(k, d gjson.Result) bool {
 			if k.Str != "delta" {
@@ -51,25 +79,71 @@ func ChatDeltaText(f *EventFields, emit func(string)) {
 	})
 }
 
-// CompletionsDeltaText reads choices[].text of a legacy completions stream.
-func CompletionsDeltaText(f *EventFields, emit func(string)) {
+// chatDeltaRaw is chatDeltaFields on raw values: each choice's first
+// "delta", and a tool call's function.arguments, as gjson's Get finds
+// them.
+func chatDeltaRaw(f RawFields, text func([]byte)) {
+	choices := llm.ScanValues(f.Choices)
+	for _, c, ok := choices.Next(); ok; _, c, ok = choices.Next() {
+		d, ok := llm.JSONMember(c, "delta")
+		if !ok || d[0] != '{' {
+			continue
+		}
+		var scratch [32]byte
+		fields := llm.ScanObject(d)
+		for k, v, ok := fields.Next(); ok; k, v, ok = fields.Next() {
+			switch llm.DecodeJSONString(k, scratch[:]) {
+			case "content", "reasoning_content", "reasoning", "refusal":
+				text(v)
+			case "tool_calls":
+				calls := llm.ScanValues(v)
+				for _, tc, ok := calls.Next(); ok; _, tc, ok = calls.Next() {
+					args, _ := llm.JSONPath(tc, "function", "arguments")
+					text(args)
+				}
+			case "function_call":
+				args, _ := llm.JSONMember(v, "arguments")
+				text(args)
+			}
+		}
+	}
+}
+
+func completionsDeltaFields(f *EventFields, emit func(string)) {
 	f.Choices.ForEach(func(_, c gjson.Result) bool {
 		emit(c.Get("text").Str)
 		return true
 	})
 }
 
-// ResponsesDeltaText reads the "delta" of the Responses API's *.delta
-// events: output text, reasoning text and summaries, refusals, tool-call
-// arguments. The *.done and response.completed events repeat text already
-// seen as deltas and are skipped; audio deltas are base64 and would count
-// as far more tokens than they are.
-func ResponsesDeltaText(f *EventFields, emit func(string)) {
-	typ := f.Type.Str
-	if len(typ) < len(".delta") || typ[len(typ)-len(".delta"):] != ".delta" || typ == "response.audio.delta" {
-		return
+func completionsDeltaRaw(f RawFields, text func([]byte)) {
+	choices := llm.ScanValues(f.Choices)
+	for _, c, ok := choices.Next(); ok; _, c, ok = choices.Next() {
+		t, _ := llm.JSONMember(c, "text")
+		text(t)
 	}
-	emit(f.Delta.Str)
+}
+
+func responsesDeltaFields(f *EventFields, emit func(string)) {
+	if isTextDelta(f.Type.Str) {
+		emit(f.Delta.Str)
+	}
+}
+
+func responsesDeltaRaw(f RawFields, text func([]byte)) {
+	var typ string
+	if len(f.Type) >= 2 && f.Type[0] == '"' {
+		var scratch [64]byte
+		typ = llm.DecodeJSONString(f.Type[1:len(f.Type)-1], scratch[:])
+	}
+	if isTextDelta(typ) {
+		text(f.Delta)
+	}
+}
+
+// isTextDelta reports a Responses API event type whose delta is text.
+func isTextDelta(typ string) bool {
+	return len(typ) >= len(".delta") && typ[len(typ)-len(".delta"):] == ".delta" && typ != "response.audio.delta"
 }
 
 // StreamReader follows an OpenAI-style SSE stream: chat completions,
@@ -85,9 +159,17 @@ type StreamReader struct {
 	observed int64
 	handler  func(sse.Event)
 	emit     func(string)
+	rawText  func([]byte)
 	scan     func(k, v gjson.Result) bool
 	fields   EventFields // the current event's, reset per event
+	// buf holds the current event's escaped text, decoded.
+	buf []byte
 }
+
+// maxKeptBuf bounds the decoding buffer kept between events: a huge
+// event's text is decoded, but its buffer is not kept for the rest of
+// the stream.
+const maxKeptBuf = 16 << 10
 
 // NewStreamReader returns a reader that takes usage from any event with a
 // non-null usage object (the last one wins, which is right both for
@@ -104,6 +186,7 @@ func NewStreamReader(model string, opts llm.ReaderOptions, text DeltaText) *Stre
 	// allocate on the hot path.
 	r.handler = r.onEvent
 	r.emit = r.count
+	r.rawText = r.countValue
 	r.scan = r.topLevel
 	return r
 }
@@ -120,9 +203,114 @@ func (r *StreamReader) onEvent(ev sse.Event) {
 	if bytes.Equal(ev.Data, done) {
 		return
 	}
+	r.buf = r.buf[:0]
+	if !r.scanEvent(ev.Data) {
+		r.gjsonEvent(ev.Data)
+	}
+	if cap(r.buf) > maxKeptBuf {
+		r.buf = nil
+	}
+}
+
+// gjsonEvent reads an event the scanner leaves to gjson: malformed
+// JSON, or more members than it keeps track of.
+func (r *StreamReader) gjsonEvent(data []byte) {
 	r.fields = EventFields{}
-	gjson.Parse(llm.View(ev.Data)).ForEach(r.scan)
-	r.text(&r.fields, r.emit)
+	gjson.Parse(llm.View(data)).ForEach(r.scan)
+	r.text.fields(&r.fields, r.emit)
+}
+
+// eventKey is a top-level key the reader acts on.
+type eventKey uint8
+
+const (
+	keyOther eventKey = iota
+	keyUsage
+	keyNestedUsage // response, x_groq: a usage object inside
+	keyError
+	keyType
+	keyObject
+	keyChoices
+	keyDelta
+)
+
+func eventKeyOf(name string) eventKey {
+	switch name {
+	case "usage":
+		return keyUsage
+	case "response", "x_groq":
+		return keyNestedUsage
+	case "error":
+		return keyError
+	case "type":
+		return keyType
+	case "object":
+		return keyObject
+	case "choices":
+		return keyChoices
+	case "delta":
+		return keyDelta
+	}
+	return keyOther
+}
+
+// maxEventMembers bounds the members the fast path acts on in one event;
+// an event with more of them is left to gjson.
+const maxEventMembers = 16
+
+// scanEvent is the fast path of onEvent, for a well-formed event: it
+// acts on the same members, in the same order, as topLevel does on
+// gjson's reading, and reports false, having changed nothing, for an
+// event it leaves to gjson. The members are found first and acted on
+// once the whole event is known to be well-formed, so that nothing is
+// counted twice.
+func (r *StreamReader) scanEvent(data []byte) bool {
+	var members [maxEventMembers]struct {
+		key   eventKey
+		value []byte
+	}
+	n := 0
+	var scratch [32]byte
+	it := llm.ScanObject(data)
+	for k, v, ok := it.Next(); ok; k, v, ok = it.Next() {
+		key := eventKeyOf(llm.DecodeJSONString(k, scratch[:]))
+		if key == keyOther {
+			continue
+		}
+		if n == len(members) {
+			return false
+		}
+		members[n].key, members[n].value = key, v
+		n++
+	}
+	if !it.WellFormed() {
+		return false
+	}
+	var f RawFields
+	for _, m := range members[:n] {
+		switch m.key {
+		case keyUsage:
+			r.applyRawUsage(m.value)
+		case keyNestedUsage:
+			u, _ := llm.JSONMember(m.value, "usage")
+			r.applyRawUsage(u)
+		case keyError:
+			r.errored = true
+		case keyType, keyObject:
+			if s, _ := llm.JSONText(m.value, &r.buf); s == "error" {
+				r.errored = true
+			}
+			if m.key == keyType {
+				f.Type = m.value
+			}
+		case keyChoices:
+			f.Choices = m.value
+		case keyDelta:
+			f.Delta = m.value
+		}
+	}
+	r.text.raw(f, r.rawText)
+	return true
 }
 
 // topLevel looks at one top-level field of an event for usage: "usage"
@@ -130,17 +318,15 @@ func (r *StreamReader) onEvent(ev sse.Event) {
 // API's terminal events) or "x_groq.usage" (older Groq builds). Azure's
 // content-filter chunks and chunks with "usage": null have none.
 func (r *StreamReader) topLevel(k, v gjson.Result) bool {
-	var u gjson.Result
 	switch k.Str {
 	case "usage":
-		u = v
+		r.applyUsage(v)
 	case "response", "x_groq":
-		u = v.Get("usage")
+		r.applyUsage(v.Get("usage"))
 	case "error":
 		// OpenAI's mid-stream error payload (the Responses API's error
 		// event has "type":"error" and is caught the same way below).
 		r.errored = true
-		return true
 	case "type", "object":
 		// vLLM's {"object":"error"}, the Responses API's {"type":"error"}.
 		if v.Str == "error" {
@@ -149,25 +335,36 @@ func (r *StreamReader) topLevel(k, v gjson.Result) bool {
 		if k.Str == "type" {
 			r.fields.Type = v
 		}
-		return true
 	case "choices":
 		r.fields.Choices = v
-		return true
 	case "delta":
 		r.fields.Delta = v
-		return true
-	default:
-		return true
 	}
+	return true
+}
+
+func (r *StreamReader) applyUsage(u gjson.Result) {
 	if usage, ok := ParseUsage(u); ok {
 		r.usage, r.hasUsage = usage, true
 	}
-	return true
+}
+
+func (r *StreamReader) applyRawUsage(u []byte) {
+	if usage, ok := parseUsageRaw(u); ok {
+		r.usage, r.hasUsage = usage, true
+	}
 }
 
 func (r *StreamReader) count(s string) {
 	if s != "" {
 		r.observed += r.counter.CountTokens(r.model, s)
+	}
+}
+
+// countValue counts a raw JSON value's text, if it is a string.
+func (r *StreamReader) countValue(v []byte) {
+	if s, ok := llm.JSONText(v, &r.buf); ok {
+		r.count(s)
 	}
 }
 

@@ -40,3 +40,28 @@ func ParseUsage(u gjson.Result) (accounting.Usage, bool) {
 	// keeps it within.
 	return out.Clamp(), ok
 }
+
+// parseUsageRaw is ParseUsage on a well-formed usage object's raw bytes,
+// for the stream reader's fast path: the same fields, read the same way,
+// without gjson's walk.
+func parseUsageRaw(u []byte) (accounting.Usage, bool) {
+	if len(u) == 0 || u[0] != '{' {
+		return accounting.Usage{}, false
+	}
+	var out accounting.Usage
+	ok := false
+	var scratch [32]byte
+	it := llm.ScanObject(u)
+	for k, v, more := it.Next(); more; k, v, more = it.Next() {
+		switch llm.DecodeJSONString(k, scratch[:]) {
+		case "prompt_tokens", "input_tokens":
+			out.InputTokens, ok = llm.TokenCountRaw(v), true
+		case "completion_tokens", "output_tokens":
+			out.OutputTokens, ok = llm.TokenCountRaw(v), true
+		case "prompt_tokens_details", "input_tokens_details":
+			cached, _ := llm.JSONMember(v, "cached_tokens")
+			out.CachedInputTokens = llm.TokenCountRaw(cached)
+		}
+	}
+	return out.Clamp(), ok
+}

@@ -1,0 +1,334 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// child is a server loadgen started and measures.
+type child struct {
+	kind   string // noop, memory or redis
+	cmd    *exec.Cmd
+	conn   *grpc.ClientConn
+	client extprocv3.ExternalProcessorClient
+
+	rounds  []round
+	latency *tally // the open-loop run
+	rate    float64
+}
+
+// round is one closed-loop measurement of a child.
+type round struct {
+	t     *tally
+	cpu   time.Duration // the child's
+	redis redisStats    // Redis's, for a redis child
+}
+
+func (r round) cpuPer() float64 { return float64(r.cpu.Microseconds()) / float64(r.t.n()) }
+
+// compare runs the comparison: each server in its own process, loaded
+// in turn, round after round, so that every ratio compares figures taken
+// minutes apart at most on the same machine.
+func compare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	servers := fs.String("servers", "noop,memory,redis", "servers to compare, in the order loaded: noop, memory, redis")
+	workers := fs.Int("c", 32, "concurrent streams")
+	duration := fs.Duration("d", 5*time.Second, "length of each round's run per server")
+	rounds := fs.Int("rounds", 3, "rounds; each loads every server once, in turn")
+	fraction := fs.Float64("fraction", 0.5, "load of the latency run, as a fraction of each server's measured throughput")
+	latencyFor := fs.Duration("latency-d", 5*time.Second, "length of the latency run per server")
+	redisURL := fs.String("redis", "", "Redis `URL` for the redis server (default: start a redis-server)")
+	tenants := fs.Int("tenants", 100, "distinct x-tenant-id values")
+	scenario := fs.String("scenario", "sse", "response kind: sse (7 chunks) or json")
+	profiles := fs.String("cpuprofile", "", "write each server's CPU profile to `dir`/KIND.pprof")
+	var tuning grpcTuning
+	tuning.flags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	kinds := strings.Split(*servers, ",")
+	for _, k := range kinds {
+		if k != "noop" && k != "memory" && k != "redis" {
+			return fmt.Errorf("unknown server %q in -servers (want noop, memory, redis)", k)
+		}
+	}
+	if *workers < 1 || *rounds < 1 || *duration <= 0 || *fraction <= 0 || *fraction > 1 {
+		return errors.New("-c, -rounds and -d must be positive, -fraction within (0, 1]")
+	}
+	t, err := newTraffic(*scenario, *tenants)
+	if err != nil {
+		return err
+	}
+
+	var rc *redis.Client
+	if slices.Contains(kinds, "redis") {
+		if *redisURL == "" {
+			url, stop, err := startRedis(ctx)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			*redisURL = url
+		}
+		opts, err := redis.ParseURL(*redisURL)
+		if err != nil {
+			return err
+		}
+		rc = redis.NewClient(opts)
+		defer rc.Close()
+	}
+
+	var children []*child
+	defer func() {
+		for _, c := range children {
+			c.stop()
+		}
+	}()
+	for _, k := range kinds {
+		extra := tuning.args()
+		if k == "redis" {
+			extra = append(extra, "-redis", *redisURL)
+		}
+		if *profiles != "" {
+			extra = append(extra, "-cpuprofile", filepath.Join(*profiles, k+".pprof"))
+		}
+		c, err := startChild(ctx, k, extra, stderr)
+		if err != nil {
+			return err
+		}
+		children = append(children, c)
+	}
+
+	fmt.Fprintf(stdout, "loadgen compare: %s; %d streams, %d rounds of %v per server; %s scenario (%d B request body, %d response chunks), %d tenants, 3 limits\n",
+		*servers, *workers, *rounds, *duration, *scenario, len(chatBody), len(t.chunks), *tenants)
+	for _, c := range children {
+		// Warm up: connections, pools, caches, the scripts in Redis.
+		if w := closedLoop(ctx, c.client, t, *workers, 20**workers, 0); w.firstErr != nil {
+			return fmt.Errorf("%s: warm-up: %w", c.kind, w.firstErr)
+		}
+	}
+	for i := range *rounds {
+		var line []string
+		for _, c := range children {
+			r, err := measure(ctx, c, rc, t, *workers, *duration)
+			if err != nil {
+				return err
+			}
+			c.rounds = append(c.rounds, r)
+			s := fmt.Sprintf("%s %.0f/s %.0f µs", c.kind, r.t.rate(), r.cpuPer())
+			if c.kind == "redis" {
+				s += fmt.Sprintf(" + Redis %.0f µs", float64(r.redis.cpu.Microseconds())/float64(r.t.n()))
+			}
+			line = append(line, s)
+		}
+		fmt.Fprintf(stdout, "round %d: %s\n", i+1, strings.Join(line, " | "))
+	}
+
+	var minimal float64
+	if rc != nil {
+		if minimal, err = runMinimalScript(ctx, rc, *tenants, *workers, 20000); err != nil {
+			return err
+		}
+	}
+	for _, c := range children {
+		var lifecycles int
+		var elapsed time.Duration
+		for _, r := range c.rounds {
+			lifecycles += r.t.n()
+			elapsed += r.t.elapsed
+		}
+		c.rate = float64(lifecycles) / elapsed.Seconds()
+		c.latency = openLoop(ctx, c.client, t, *fraction*c.rate, *latencyFor, 64**workers)
+		if c.latency.firstErr != nil {
+			return fmt.Errorf("%s: latency run: %w", c.kind, c.latency.firstErr)
+		}
+	}
+	report(stdout, children, minimal, *fraction)
+	return nil
+}
+
+// measure runs one closed-loop round against c.
+func measure(ctx context.Context, c *child, rc *redis.Client, t *traffic, workers int, d time.Duration) (round, error) {
+	var r round
+	var rs0 redisStats
+	var err error
+	if c.kind == "redis" {
+		if rs0, err = readRedisStats(ctx, rc); err != nil {
+			return r, err
+		}
+	}
+	cpu0, err := cpuTime(c.cmd.Process.Pid)
+	if err != nil {
+		return r, err
+	}
+	r.t = closedLoop(ctx, c.client, t, workers, 0, d)
+	cpu1, err := cpuTime(c.cmd.Process.Pid)
+	if err != nil {
+		return r, err
+	}
+	r.cpu = cpu1 - cpu0
+	if r.t.firstErr != nil {
+		return r, fmt.Errorf("%s: %w (statuses %s)", c.kind, r.t.firstErr, r.t.statusLine())
+	}
+	if r.t.n() == 0 {
+		return r, fmt.Errorf("%s: no lifecycle completed in %v", c.kind, d)
+	}
+	if c.kind == "redis" {
+		rs1, err := readRedisStats(ctx, rc)
+		if err != nil {
+			return r, err
+		}
+		r.redis = rs1.sub(rs0)
+	}
+	return r, nil
+}
+
+// startChild starts this program as a server of kind and connects to it.
+func startChild(ctx context.Context, kind string, extra []string, stderr io.Writer) (*child, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, append([]string{"serve", "-store", kind}, extra...)...)
+	cmd.Stderr = stderr
+	dieWithParent(cmd)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &child{kind: kind, cmd: cmd}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "listening "); ok {
+				addr <- a
+			}
+		}
+		close(addr)
+	}()
+	var a string
+	select {
+	case a = <-addr:
+	case <-time.After(30 * time.Second):
+	case <-ctx.Done():
+	}
+	if a == "" {
+		c.stop()
+		return nil, fmt.Errorf("the %s server did not start", kind)
+	}
+	c.conn, err = grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		c.stop()
+		return nil, err
+	}
+	c.client = extprocv3.NewExternalProcessorClient(c.conn)
+	return c, nil
+}
+
+// stop ends the child with SIGTERM, so that it writes its profile, and
+// waits for it.
+func (c *child) stop() {
+	if c.conn != nil {
+		_ = c.conn.Close()
+	}
+	_ = c.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() {
+		_ = c.cmd.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// report prints the comparison as markdown tables.
+func report(w io.Writer, children []*child, minimal, fraction float64) {
+	var noop *child
+	for _, c := range children {
+		if c.kind == "noop" {
+			noop = c
+		}
+	}
+	fmt.Fprintf(w, "\n| server | lifecycles/s | server CPU µs per lifecycle | × noop (per round) | Redis CPU µs per lifecycle |\n|---|---|---|---|---|\n")
+	for _, c := range children {
+		var cpus, ratios, redisCPU []float64
+		for i, r := range c.rounds {
+			cpus = append(cpus, r.cpuPer())
+			if noop != nil {
+				ratios = append(ratios, r.cpuPer()/noop.rounds[i].cpuPer())
+			}
+			if c.kind == "redis" {
+				redisCPU = append(redisCPU, float64(r.redis.cpu.Microseconds())/float64(r.t.n()))
+			}
+		}
+		ratio, redisCol := "", ""
+		if noop != nil {
+			ratio = span(ratios, "%.2f×")
+		}
+		if c.kind == "redis" {
+			redisCol = span(redisCPU, "%.0f")
+		}
+		fmt.Fprintf(w, "| %s | %.0f | %s | %s | %s |\n", c.kind, c.rate, span(cpus, "%.0f"), ratio, redisCol)
+	}
+	for _, c := range children {
+		if c.kind != "redis" {
+			continue
+		}
+		var total redisStats
+		var n int
+		for _, r := range c.rounds {
+			total.scriptCalls += r.redis.scriptCalls
+			total.scriptUsec += r.redis.scriptUsec
+			n += r.t.n()
+		}
+		fmt.Fprintf(w, "\nRedis scripts (INFO commandstats): tokenwarden %.2f calls per lifecycle, %.1f µs per call; minimal 3-key script %.1f µs per call: %.2f×\n",
+			float64(total.scriptCalls)/float64(n), total.usecPerCall(), minimal, total.usecPerCall()/minimal)
+	}
+	fmt.Fprintf(w, "\nLatency at %.0f%% of each server's throughput (open loop, Poisson arrivals; decision: request body sent → its reply):\n\n", 100*fraction)
+	fmt.Fprintf(w, "| server | offered/s | done/s | decision p50 | decision p99 | lifecycle p50 | lifecycle p99 | dropped |\n|---|---|---|---|---|---|---|---|\n")
+	for _, c := range children {
+		l := c.latency
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %v | %v | %v | %v | %d |\n", c.kind, fraction*c.rate, l.rate(),
+			micro(percentile(l.decisions, 50)), micro(percentile(l.decisions, 99)),
+			micro(percentile(l.totals, 50)), micro(percentile(l.totals, 99)), l.dropped)
+	}
+}
+
+// span renders the range of vs, "295–302" (one value alone).
+func span(vs []float64, format string) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	lo, hi := slices.Min(vs), slices.Max(vs)
+	a, b := fmt.Sprintf(format, lo), fmt.Sprintf(format, hi)
+	if a == b {
+		return a
+	}
+	return a + "–" + b
+}
+
+func micro(d time.Duration) time.Duration { return d.Round(time.Microsecond) }

@@ -1,0 +1,80 @@
+package extproc
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+)
+
+// TestAppendDuration: appendDuration renders what time.Duration's String
+// does, at every magnitude and precision.
+func TestAppendDuration(t *testing.T) {
+	for _, d := range []time.Duration{0, 1, 999, time.Microsecond, 1500 * time.Nanosecond, 999999,
+		time.Millisecond, 120 * time.Millisecond, 1500 * time.Microsecond, time.Second - 1, time.Second,
+		1500 * time.Millisecond, 59*time.Second + 999*time.Millisecond, time.Minute, 6 * time.Minute,
+		time.Hour, time.Hour + time.Nanosecond, 26*time.Hour + 3*time.Minute + 4*time.Second + 5*time.Millisecond,
+		-1, -time.Minute - time.Millisecond, math.MaxInt64, math.MinInt64} {
+		checkDuration(t, d)
+	}
+}
+
+func checkDuration(t *testing.T, d time.Duration) {
+	t.Helper()
+	if got, want := string(appendDuration([]byte("x"), d)), "x"+d.String(); got != want {
+		t.Errorf("%d: got %q, want %q", int64(d), got, want)
+	}
+}
+
+func FuzzAppendDuration(f *testing.F) {
+	f.Add(int64(6 * time.Minute))
+	f.Add(int64(1234567))
+	f.Fuzz(func(t *testing.T, d int64) { checkDuration(t, time.Duration(d)) })
+}
+
+func TestAppendAmount(t *testing.T) {
+	for _, tc := range []struct {
+		d    accounting.Dimension
+		v    int64
+		want string
+	}{
+		{accounting.Tokens, 0, "0"},
+		{accounting.Tokens, -42, "-42"},
+		{accounting.Requests, math.MaxInt64, "9223372036854775807"},
+		{accounting.Cost, 0, "0.000000"},
+		{accounting.Cost, 1234567, "1.234567"},
+		{accounting.Cost, 5, "0.000005"},
+		{accounting.Cost, -5, "-0.000005"},
+		{accounting.Cost, math.MinInt64, "-9223372036854.775808"},
+	} {
+		if got := string(appendAmount([]byte("x"), tc.d, tc.v)); got != "x"+tc.want {
+			t.Errorf("%v %d: got %q, want %q", tc.d, tc.v, got, "x"+tc.want)
+		}
+		if got := formatAmount(tc.d, tc.v); got != tc.want {
+			t.Errorf("formatAmount(%v, %d): got %q, want %q", tc.d, tc.v, got, tc.want)
+		}
+	}
+}
+
+// TestRateLimitHeadersExtremes: the largest values of every dimension
+// fit the block, and each header keeps its own value.
+func TestRateLimitHeadersExtremes(t *testing.T) {
+	var dims [numDims]accounting.DimState
+	for i := range dims {
+		dims[i] = accounting.DimState{Applied: true, Limit: math.MaxInt64, Remaining: math.MinInt64, Reset: math.MaxInt64}
+	}
+	var b rateLimitBlock
+	got := map[string]string{}
+	for _, h := range rateLimitHeaders(&b, &dims, nil) {
+		got[h.GetHeader().GetKey()] = string(h.GetHeader().GetRawValue())
+	}
+	for i := range dims {
+		d := accounting.Dimension(i)
+		for k, want := range []string{formatAmount(d, math.MaxInt64), formatAmount(d, 0), formatReset(math.MaxInt64)} {
+			if name := headerNames[i][k]; got[name] != want {
+				t.Errorf("%s: got %q, want %q", name, got[name], want)
+			}
+		}
+	}
+}
