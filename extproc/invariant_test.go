@@ -438,3 +438,18 @@ func TestEnvoyRepliesAfterForwarding(t *testing.T) {
 		})
 	}
 }
+
+// TestResponseBodyNotSentKeepsTheReservation: with response_body_mode
+// NONE the usage can never be read; a streamed answer settled on the
+// output seen (none) would be charged its input alone.
+func TestResponseBodyNotSentKeepsTheReservation(t *testing.T) {
+	r := newRig(t, []accounting.Limit{tokensLimit("tenant-tokens", 100000, "tenant")})
+	r.envoy.Filter.NoResponseBody = true
+	body := []byte(`{"model":"gpt-4o-mini","stream":true,"max_tokens":500,"messages":[{"role":"user","content":"hello there"}]}`)
+	resp := r.envoy.Do(t.Context(), chatRequest("a", body), sseUpstream(fixture(t, "openai/chat_stream_usage.sse"), 64, 0))
+	wantStatus(t, resp, 200)
+	r.envoy.Wait()
+	if got := r.used(t, "tenant-tokens", tenantA); got < 500 {
+		t.Errorf("used: got %d, want the whole reservation (input + the 500 cap)", got)
+	}
+}

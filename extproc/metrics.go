@@ -51,8 +51,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"basis"}),
 		decision: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tokenwarden_decision_seconds",
-			Help:    "Time to estimate and reserve a request body, store round trip included.",
-			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
+			Help:    "Time the limiter takes to decide a request (the store round trip included; parsing and estimating the body are not).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
 		}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokenwarden_tokens_total",

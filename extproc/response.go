@@ -39,7 +39,12 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders, attrs map[string]*st
 	r.hm.RemoveHeaders = providerRateLimitHeaders(h, r.remove[:0])
 	r.hm.SetHeaders = rateLimitHeaders(&r.rateLimit, &st.res.Dims, nil)
 	api := st.target.api
-	if api != nil && st.ok() && st.origin == fromUpstream {
+	if api != nil && st.ok() && st.origin == fromUpstream && st.responseBodyUnseen && !h.EndOfStream {
+		// The filter sends no response body: what was generated cannot
+		// be seen, so the reservation stands, as for an encoding that
+		// cannot be read (settling on the output seen would charge none).
+		st.unreadable = true
+	} else if api != nil && st.ok() && st.origin == fromUpstream {
 		ct, _ := headerValue(h, "content-type")
 		reader := api.NewUsageReader(&st.req, ct, llm.ReaderOptions{Counter: st.s.opts.Counter, MaxBuffer: st.s.opts.MaxBuffer})
 		if enc, _ := headerValue(h, "content-encoding"); enc != "" && enc != "identity" {

@@ -68,6 +68,9 @@ type stream struct {
 	reader     llm.UsageReader
 	decoder    contentcoding.Decoder // set for a compressed response
 	unreadable bool                  // a response encoding the server cannot decode
+	// responseBodyUnseen: Envoy announced response_body_mode NONE, so no
+	// response body reaches the server and its usage cannot be read.
+	responseBodyUnseen bool
 }
 
 func newStream(s *Server, ctx context.Context) *stream {
@@ -97,6 +100,7 @@ var (
 func (st *stream) handle(req *extprocv3.ProcessingRequest) (resp *extprocv3.ProcessingResponse, last bool) {
 	if pc := req.GetProtocolConfig(); pc != nil {
 		st.bodyMode = pc.GetRequestBodyMode()
+		st.responseBodyUnseen = pc.GetResponseBodyMode() == filterv3.ProcessingMode_NONE
 	}
 	if req.GetObservabilityMode() {
 		st.s.warnObservabilityMode()

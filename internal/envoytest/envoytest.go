@@ -249,6 +249,9 @@ type Filter struct {
 	// ResponseAttributes sets response_attributes:
 	// [response.code_details], sent with the response headers.
 	ResponseAttributes bool
+	// NoResponseBody sets response_body_mode NONE: the response body
+	// goes to the client unseen.
+	NoResponseBody bool
 }
 
 // BodyMode is a request body send mode.
@@ -272,6 +275,13 @@ const (
 	// it: a request that gets this far fails.
 	FullDuplex
 )
+
+func responseBodyMode(f Filter) filterv3.ProcessingMode_BodySendMode {
+	if f.NoResponseBody {
+		return filterv3.ProcessingMode_NONE
+	}
+	return filterv3.ProcessingMode_STREAMED
+}
 
 func (m BodyMode) proto() filterv3.ProcessingMode_BodySendMode {
 	switch m {
@@ -311,7 +321,7 @@ func (e *Envoy) Do(ctx context.Context, req Request, upstream Upstream) *Respons
 	}
 	x := &exchange{stream: stream, m: modes{
 		requestBody:     e.Filter.RequestBody.proto(),
-		responseBody:    filterv3.ProcessingMode_STREAMED,
+		responseBody:    responseBodyMode(e.Filter),
 		responseHeaders: true,
 		requestTrailers: e.Filter.SendRequestTrailers,
 	}, f: e.Filter, first: true, metadata: req.Metadata}
@@ -355,7 +365,7 @@ func (x *exchange) send(r *extprocv3.ProcessingRequest) error {
 		if !x.f.NoProtocolConfig {
 			r.ProtocolConfig = &extprocv3.ProtocolConfiguration{
 				RequestBodyMode:  x.m.requestBody,
-				ResponseBodyMode: filterv3.ProcessingMode_STREAMED,
+				ResponseBodyMode: x.m.responseBody,
 			}
 		}
 		x.first = false
