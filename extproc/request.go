@@ -213,7 +213,7 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 	var buf [512]byte
 	md := newDynamicMetadata(buf[:])
 	st.reservationMetadata(&md)
-	md.str("decision", "admitted")
+	md.str(MetaDecision, "admitted")
 	md.attach(&r.resp)
 	edited, err := api.Inject(body, &st.req, llm.InjectOptions{OutputCap: o.InjectOutputCap, StreamUsage: o.InjectStreamUsage})
 	if err != nil {
@@ -275,9 +275,9 @@ func (st *stream) reserve(req accounting.Request) (resp *extprocv3.ProcessingRes
 		resp := rejection(api, res)
 		var buf [256]byte
 		md := newDynamicMetadata(buf[:])
-		md.str("decision", "rejected")
-		md.str("limit", res.Trip.Limit.Name)
-		md.num("estimate_tokens", float64(res.Estimate.Total()))
+		md.str(MetaDecision, "rejected")
+		md.str(MetaLimit, res.Trip.Limit.Name)
+		md.num(MetaEstimateTokens, float64(res.Estimate.Total()))
 		md.attach(resp)
 		return resp, true
 	}

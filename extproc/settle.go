@@ -62,10 +62,10 @@ func (st *stream) settle(complete bool, md *dynamicMetadata) bool {
 		return false
 	}
 	// Envoy merges these into the fields written at admission.
-	md.num("actual_input_tokens", float64(usage.InputTokens))
-	md.num("actual_output_tokens", float64(usage.OutputTokens))
-	md.num("actual_tokens", float64(usage.Total()))
-	md.str("settled_on", string(basis))
+	md.num(MetaActualInputTokens, float64(usage.InputTokens))
+	md.num(MetaActualOutputTokens, float64(usage.OutputTokens))
+	md.num(MetaActualTokens, float64(usage.Total()))
+	md.str(MetaSettledOn, string(basis))
 	return true
 }
 
@@ -73,11 +73,11 @@ func (st *stream) settle(complete bool, md *dynamicMetadata) bool {
 // estimate, and the API and model of an LLM call.
 func (st *stream) reservationMetadata(md *dynamicMetadata) {
 	r := st.res
-	md.str("reservation", r.ID)
-	md.num("estimate_tokens", float64(r.Estimate.Total()))
-	md.str("estimate_cost", formatAmount(accounting.Cost, r.Cost))
+	md.str(MetaReservation, r.ID)
+	md.num(MetaEstimateTokens, float64(r.Estimate.Total()))
+	md.str(MetaEstimateCost, formatAmount(accounting.Cost, r.Cost))
 	if st.target.api != nil {
-		md.str("api", st.target.api.Name())
-		md.str("model", st.req.Model)
+		md.str(MetaAPI, st.target.api.Name())
+		md.str(MetaModel, st.req.Model)
 	}
 }

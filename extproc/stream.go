@@ -11,11 +11,6 @@ import (
 	"github.com/tokenwarden/tokenwarden/internal/llm"
 )
 
-// MetadataNamespace is the dynamic-metadata namespace tokenwarden writes
-// (estimate, decision, actual usage) for Envoy's access logs. Envoy keeps
-// it only when listed in metadata_options.receiving_namespaces.
-const MetadataNamespace = "tokenwarden"
-
 // maxRequestBody bounds a request body the server accumulates; the gRPC
 // server refuses larger messages anyway.
 const maxRequestBody = 64 << 20
