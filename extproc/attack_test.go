@@ -218,3 +218,38 @@ func TestShippedDefaultPricesBoundTheSpend(t *testing.T) {
 		t.Errorf("the provider billed $%.0f before the first 429, want at most the $%.0f daily budget and one request", billed, budget)
 	}
 }
+
+// TestAzureV1PathsMapTheDeployment: Azure OpenAI's v1 API
+// (/openai/v1/chat/completions, /openai/v1/responses, and the
+// api-version form /openai/responses) takes the deployment's name in the
+// body's "model", as the /openai/deployments/{d}/ paths take it in the
+// path. azure.deployments is applied to the path form only, so the same
+// deployment called through v1 is priced and matched under its
+// deployment name: limits matched to the model it serves do not apply,
+// its price is the default, and the hidden-reasoning patterns miss it.
+func TestAzureV1PathsMapTheDeployment(t *testing.T) {
+	for _, path := range []string{
+		"/openai/deployments/prod-4o/chat/completions?api-version=2024-10-21", // the control
+		"/openai/v1/chat/completions",
+		"/openai/v1/chat/completions?api-version=preview",
+	} {
+		t.Run(path, func(t *testing.T) {
+			r := newRig(t, []accounting.Limit{
+				{Name: "gpt-4o-only", Dimension: accounting.Requests, Scope: []string{"tenant"}, Match: map[string]string{"model": "gpt-4o"},
+					Algorithm: accounting.FixedWindow, Limit: 1, Window: time.Hour},
+			}, withServer(func(o *extproc.Options) { o.AzureDeployments = map[string]string{"prod-4o": "gpt-4o"} }))
+			req := chatRequest("a", []byte(`{"model":"prod-4o","messages":[{"role":"user","content":"hi"}]}`))
+			req.Path = path
+			var up calledUpstream
+			resp := r.envoy.Do(t.Context(), req, up.json(200, fixture(t, "openai/chat_response.json")))
+			wantStatus(t, resp, 200)
+			if got := resp.Metadata[extproc.MetadataNamespace]["model"]; got != "gpt-4o" {
+				t.Errorf("model: got %v, want gpt-4o, the model azure.deployments maps prod-4o to", got)
+			}
+			resp = r.envoy.Do(t.Context(), req, up.json(200, fixture(t, "openai/chat_response.json")))
+			if resp.Status != 429 {
+				t.Errorf("second call: got %d, want 429 from the gpt-4o-only limit", resp.Status)
+			}
+		})
+	}
+}
