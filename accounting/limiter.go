@@ -162,8 +162,11 @@ type Request struct {
 	// Attributes are the identity attributes, plus "model" and "api".
 	Attributes Attributes
 	// Model prices the cost dimension.
-	Model    string
-	Estimate Estimate
+	Model string
+	// PriceFactor scales the model's price for this request (a provider's
+	// priority tier bills more than its standard one); zero means 1.
+	PriceFactor float64
+	Estimate    Estimate
 	// RequestsOnly restricts the reservation to limits on the requests
 	// dimension, for calls that are not LLM API calls (their cost is not
 	// known, and a token limit in debt must not block them).
@@ -223,6 +226,8 @@ type Reservation struct {
 	Estimate Estimate
 	// Cost is the estimate's cost in micro-dollars, when a price exists.
 	Cost int64
+	// PriceFactor is the request's, kept to price its settlement alike.
+	PriceFactor float64
 
 	l       *Limiter
 	items   []reservedItem
@@ -250,12 +255,14 @@ type Reservation struct {
 func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error) {
 	r := &Reservation{
 		ID:       l.idPrefix + strconv.FormatUint(l.idSeq.Add(1), 36),
-		Model:    req.Model,
-		Estimate: req.Estimate,
-		l:        l,
-		at:       time.Now(),
+		Model:       req.Model,
+		Estimate:    req.Estimate,
+		PriceFactor: req.PriceFactor,
+		l:           l,
+		at:          time.Now(),
 	}
 	price, hasPrice := l.prices.Lookup(req.Model)
+	price = price.Scale(req.PriceFactor)
 	if hasPrice {
 		r.Cost = price.EstimateCost(req.Estimate)
 	}

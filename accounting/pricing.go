@@ -44,13 +44,29 @@ type Prices map[string]Price
 // DefaultModel is the Prices key used for models not listed.
 const DefaultModel = "default"
 
-// Lookup returns the model's price, falling back to the default entry.
+// Lookup returns the model's price: its own entry, else its family's
+// ([ModelFamily]: a dated snapshot, a Bedrock or Vertex spelling, a
+// fine-tune's base), else the default entry.
 func (p Prices) Lookup(model string) (Price, bool) {
 	if pr, ok := p[model]; ok {
 		return pr, true
 	}
+	if pr, ok := p[ModelFamily(model)]; ok {
+		return pr, true
+	}
 	pr, ok := p[DefaultModel]
 	return pr, ok
+}
+
+// Scale returns the price multiplied by f; f ≤ 0 (unset) or NaN leaves
+// it as it is. Derived rates (cache writes at 1.25× and 2× input) scale
+// with input.
+func (pr Price) Scale(f float64) Price {
+	if !(f > 0) || f == 1 {
+		return pr
+	}
+	return Price{Input: pr.Input * f, CachedInput: pr.CachedInput * f, CacheWrite: pr.CacheWrite * f,
+		CacheWrite1h: pr.CacheWrite1h * f, Output: pr.Output * f}
 }
 
 // UsageCost returns the cost of usage in micro-dollars, rounded up.

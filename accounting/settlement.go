@@ -37,7 +37,7 @@ func (r *Reservation) Settle(ctx context.Context, usage Usage) (bool, error) {
 	req := SettleRequest{ID: r.ID, Items: make([]SettleItem, len(r.items))}
 	var cost int64
 	if price, ok := l.prices.Lookup(r.Model); ok {
-		cost = price.UsageCost(usage)
+		cost = price.Scale(r.PriceFactor).UsageCost(usage)
 	}
 	for i, it := range r.items {
 		actual := it.amount

@@ -317,6 +317,9 @@ func (c *Config) settlement(f *file, p *problems) {
 		p.add("settlement.background", "%q is not reserve or refuse", f.Settlement.Background)
 	}
 	c.Server.AzureDeployments = f.Azure.Deployments
+	if f.ServiceTiers != nil {
+		c.Server.ServiceTierFactors = f.ServiceTiers
+	}
 }
 
 // amount converts a limit as written to the dimension's integer unit:

@@ -241,6 +241,7 @@ func TestParseErrors(t *testing.T) {
 		{"not a mapping", "- listen\n", "config: the file is not a mapping of options"},
 		{"unknown top-level field", "lisen: 1.2.3.4:5\n", "config: lisen: unknown field"},
 		{"unknown nested field", "store: {redis: {urll: x}}\n", "config: store.redis.urll: unknown field"},
+		{"service tier factor not positive", "service_tiers: {priority: 0}\n", "config: service_tiers.priority: 0 is not a price factor (0 < factor ≤ 1000)"},
 		{"unknown limit field", limitsConfig("{name: a, dimension: tokens, limit: 1, window: 1m, windw: 1m}"), "config: limits[0].windw: unknown field"},
 		{"key twice", "listen: a:1\nlisten: b:2\n", "config: listen: given twice"},
 		{"mapping instead of a value", "listen: {a: 1}\n", "config: listen: must be a single value, not a mapping"},

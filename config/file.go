@@ -16,6 +16,7 @@ type file struct {
 	Limits              []limitFile          `yaml:"limits"`
 	Settlement          settlementFile       `yaml:"settlement"`
 	Azure               azureFile            `yaml:"azure"`
+	ServiceTiers        map[string]float64   `yaml:"service_tiers"`
 }
 
 type logFile struct {

@@ -122,10 +122,16 @@ func (s *Server) parse(t target, path string, body []byte, explain func(llm.Part
 	if err != nil {
 		return req, fmt.Errorf("Invalid request: %w", err)
 	}
-	if t.model != "" {
+	switch {
+	case t.model != "":
 		// The path names the model (an Azure deployment): the provider
 		// serves that one, whatever the body says.
 		req.Model = t.model
+	case t.azureBody:
+		// Azure's v1 API names the deployment in the body's "model".
+		if m, ok := o.AzureDeployments[req.Model]; ok {
+			req.Model = m
+		}
 	}
 	if req.Background && o.RefuseBackground {
 		return req, errors.New("Invalid request: background responses are not allowed here: their usage cannot be metered")

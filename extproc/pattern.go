@@ -32,3 +32,21 @@ func matchModel(pattern, model string) bool {
 		first = false
 	}
 }
+
+// baseModel returns the model a name stands for: without a provider
+// prefix ("openai/o3" is o3) and, for an OpenAI fine-tune
+// ("ft:gpt-4o-mini-2024-07-18:org::id"), its base model.
+func baseModel(model string) string {
+	if i := strings.LastIndexByte(model, '/'); i >= 0 {
+		model = model[i+1:]
+	}
+	if rest, ok := strings.CutPrefix(model, "ft:"); ok {
+		if i := strings.IndexByte(rest, ':'); i >= 0 {
+			rest = rest[:i]
+		}
+		if rest != "" {
+			model = rest
+		}
+	}
+	return model
+}

@@ -196,10 +196,11 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 	req.Model = strings.Clone(req.Model)
 	st.req = req
 	st.attrs = append(st.attrs,
-		accounting.Attribute{Name: "model", Value: req.Model},
-		accounting.Attribute{Name: "api", Value: api.Name()})
+		accounting.Attribute{Name: AttributeModel, Value: accounting.ModelFamily(req.Model)},
+		accounting.Attribute{Name: AttributeAPI, Value: api.Name()})
 	est := req.Estimate()
-	if resp, done := st.reserve(accounting.Request{Attributes: st.attrs, Model: req.Model, Estimate: est}); done {
+	if resp, done := st.reserve(accounting.Request{Attributes: st.attrs, Model: req.Model, Estimate: est,
+		PriceFactor: st.s.priceFactor(req.ServiceTier)}); done {
 		return resp, true
 	}
 	st.decided = true

@@ -46,6 +46,9 @@ type target struct {
 	// there rather than from the body (an Azure OpenAI deployment, mapped
 	// by Options.AzureDeployments), or "".
 	model string
+	// azureBody: an Azure OpenAI path whose body's "model" names the
+	// deployment (the v1 API, /openai/v1/…), mapped the same way.
+	azureBody bool
 }
 
 // azurePrefix starts the deployment segment of an Azure OpenAI path:
@@ -80,7 +83,9 @@ func (s *Server) classify(rawPath string) target {
 			continue
 		}
 		if strings.HasSuffix(p, r.suffix) {
-			return target{api: r.api}
+			// Azure's v1 API (/openai/v1/chat/completions, and
+			// /openai/responses) takes the deployment from the body.
+			return target{api: r.api, azureBody: strings.Contains(p, "/openai/")}
 		}
 	}
 	return target{}

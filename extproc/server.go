@@ -62,7 +62,13 @@ type Options struct {
 	// /openai/deployments/{d}/…) to the model each serves. An unlisted
 	// deployment is priced and matched under its own name.
 	AzureDeployments map[string]string
-	Logger           *slog.Logger
+	// ServiceTierFactors scale a model's price for the processing tier a
+	// request asks for (OpenAI's "service_tier"). nil means
+	// DefaultServiceTierFactors. A tier not listed (and not "", "auto",
+	// "default") is priced at the largest factor listed: a new tier must
+	// not be cheaper than the dearest known one.
+	ServiceTierFactors map[string]float64
+	Logger             *slog.Logger
 	Registerer       prometheus.Registerer
 }
 
@@ -97,6 +103,32 @@ var DefaultHiddenReasoningModels = []string{
 // and images by the provider's formula. It is the one seam through which
 // every wire format counts; the server's own is the configured tokenizer.
 type TokenCounter = llm.Counter
+
+// DefaultServiceTierFactors price OpenAI's processing tiers against the
+// standard one: "priority" at twice the price (OpenAI lists it at about
+// 1.75–2×), "flex" and "scale" at the standard price (flex is billed at
+// half: charging it the full price errs on the side of the budget).
+var DefaultServiceTierFactors = map[string]float64{"priority": 2, "flex": 1, "scale": 1}
+
+// priceFactor returns the price factor of a request's service tier.
+func (s *Server) priceFactor(tier string) float64 {
+	switch tier {
+	case "", "auto", "default", "standard":
+		return 1
+	}
+	factors := s.opts.ServiceTierFactors
+	if factors == nil {
+		factors = DefaultServiceTierFactors
+	}
+	if f, ok := factors[tier]; ok {
+		return f
+	}
+	most := 1.0
+	for _, f := range factors {
+		most = max(most, f)
+	}
+	return most
+}
 
 // Server implements Envoy's ExternalProcessor service.
 type Server struct {
@@ -135,15 +167,11 @@ func NewServer(opts Options) (*Server, error) {
 }
 
 // hiddenReasoning reports whether model belongs to a family that reasons
-// without streaming it. A provider prefix ("openai/o3") is ignored.
+// without streaming it. The model is also read without a provider
+// prefix ("openai/o3") and as the base of a fine-tune
+// ("ft:o4-mini-2025-04-16:acme::id" is o4-mini's).
 func (s *Server) hiddenReasoning(model string) bool {
-	base := model
-	for i := len(base) - 1; i >= 0; i-- {
-		if base[i] == '/' {
-			base = base[i+1:]
-			break
-		}
-	}
+	base := baseModel(model)
 	for _, p := range s.reasoning {
 		if matchModel(p, model) || matchModel(p, base) {
 			return true

@@ -38,6 +38,7 @@ func (st *stream) settle(complete bool, md *dynamicMetadata) bool {
 	}
 	if st.reader != nil {
 		o.usage, o.hasUsage = st.reader.Usage()
+		o.usageFinal = st.reader.Final()
 		o.observed = st.reader.ObservedOutputTokens()
 	}
 	// Matching the model against the hidden-reasoning patterns is left

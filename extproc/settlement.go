@@ -57,9 +57,11 @@ type outcome struct {
 	// complete: the response ended normally (its last message arrived),
 	// rather than by a cut stream or a client that went away.
 	complete bool
-	// usage is the provider's report, when hasUsage.
-	usage    accounting.Usage
-	hasUsage bool
+	// usage is the provider's report, when hasUsage; usageFinal says it
+	// is the last one, not a running total a cut stream stopped short of.
+	usage      accounting.Usage
+	hasUsage   bool
+	usageFinal bool
 	// observed is the output counted in the response so far.
 	observed int64
 	// unreadable: a response encoding the server cannot decode.
@@ -91,6 +93,13 @@ func settlement(o outcome) (accounting.Usage, Basis) {
 		return reserved, BasisReserved
 	case o.status < 200 || o.status > 299 || o.origin == envoyNeverSent:
 		return accounting.Usage{}, BasisRefused
+	case o.hasUsage && !o.usageFinal && (o.hiddenReasoning || o.background):
+		// A running total from a stream cut before its last report, for
+		// a model whose reasoning the stream does not show: it may stop
+		// far short of what is billed.
+		u := o.usage.Clamp()
+		u.OutputTokens = max(u.OutputTokens, o.estimate.OutputTokens)
+		return u, BasisReserved
 	case o.hasUsage:
 		return o.usage.Clamp(), BasisUsage
 	case o.unreadable, o.background, o.hiddenReasoning:

@@ -17,10 +17,13 @@ func TestSettlement(t *testing.T) {
 		wantBasis Basis
 	}{
 		{"not an LLM call", outcome{status: 200}, accounting.Usage{}, BasisRequest},
-		{"usage reported", outcome{metered: true, status: 200, complete: true, hasUsage: true, usage: reported, streamed: true}, reported, BasisUsage},
-		{"usage reported by a cut stream", outcome{metered: true, status: 200, hasUsage: true, usage: reported, observed: 5, streamed: true}, reported, BasisUsage},
-		{"usage wins over hidden reasoning", outcome{metered: true, status: 200, complete: true, hasUsage: true, usage: reported, hiddenReasoning: true}, reported, BasisUsage},
-		{"absurd usage is clamped", outcome{metered: true, status: 200, complete: true, hasUsage: true,
+		{"usage reported", outcome{metered: true, status: 200, complete: true, hasUsage: true, usageFinal: true, usage: reported, streamed: true}, reported, BasisUsage},
+		{"usage reported by a cut stream", outcome{metered: true, status: 200, hasUsage: true, usageFinal: true, usage: reported, observed: 5, streamed: true}, reported, BasisUsage},
+		{"a running total of a cut stream", outcome{metered: true, status: 200, hasUsage: true, usage: reported, observed: 5, streamed: true}, reported, BasisUsage},
+		{"usage wins over hidden reasoning", outcome{metered: true, status: 200, complete: true, hasUsage: true, usageFinal: true, usage: reported, hiddenReasoning: true}, reported, BasisUsage},
+		{"a running total with hidden reasoning keeps the cap", outcome{metered: true, status: 200, hasUsage: true, usage: reported, hiddenReasoning: true, streamed: true},
+			accounting.Usage{InputTokens: 90, CachedInputTokens: 50, OutputTokens: 1000}, BasisReserved},
+		{"absurd usage is clamped", outcome{metered: true, status: 200, complete: true, hasUsage: true, usageFinal: true,
 			usage: accounting.Usage{InputTokens: 1 << 62, CachedInputTokens: -4, OutputTokens: -1}},
 			accounting.Usage{InputTokens: accounting.MaxTokens}, BasisUsage},
 		{"upstream refused", outcome{metered: true, status: 429, complete: true}, accounting.Usage{}, BasisRefused},
@@ -77,14 +80,39 @@ func TestMatchModel(t *testing.T) {
 
 func TestHiddenReasoningModels(t *testing.T) {
 	s := &Server{reasoning: DefaultHiddenReasoningModels}
-	for _, m := range []string{"o1", "o3-mini", "o4-mini-2025-04-16", "gpt-5", "gpt-5-nano", "openai/o3", "gemini-2.5-pro", "gemini-3-flash", "grok-4"} {
+	for _, m := range []string{"o1", "o3-mini", "o4-mini-2025-04-16", "gpt-5", "gpt-5-nano", "openai/o3", "gemini-2.5-pro", "gemini-3-flash", "grok-4",
+		"ft:o4-mini-2025-04-16:acme::B2c", "ft:gpt-5-mini:acme:run:x"} {
 		if !s.hiddenReasoning(m) {
 			t.Errorf("%s: got no hidden reasoning, want it", m)
 		}
 	}
-	for _, m := range []string{"gpt-4o-mini", "gpt-4.1", "claude-sonnet-4-5", "gemini-2.0-flash", "deepseek-reasoner", "llama-3.1-8b"} {
+	for _, m := range []string{"gpt-4o-mini", "gpt-4.1", "claude-sonnet-4-5", "gemini-2.0-flash", "deepseek-reasoner", "llama-3.1-8b", "ft:gpt-4o-mini-2024-07-18:acme::x"} {
 		if s.hiddenReasoning(m) {
 			t.Errorf("%s: got hidden reasoning, want none", m)
+		}
+	}
+}
+
+func TestPriceFactor(t *testing.T) {
+	tests := []struct {
+		factors map[string]float64
+		tier    string
+		want    float64
+	}{
+		{nil, "", 1},
+		{nil, "auto", 1},
+		{nil, "default", 1},
+		{nil, "priority", 2},
+		{nil, "flex", 1},
+		{nil, "turbo", 2}, // unknown: the dearest known
+		{map[string]float64{"flex": 0.5}, "flex", 0.5},
+		{map[string]float64{"flex": 0.5}, "priority", 1}, // unlisted: the dearest listed, never below standard
+		{map[string]float64{"priority": 1.75, "flex": 0.5}, "priority", 1.75},
+	}
+	for _, tt := range tests {
+		s := &Server{opts: Options{ServiceTierFactors: tt.factors}}
+		if got := s.priceFactor(tt.tier); got != tt.want {
+			t.Errorf("factors %v, tier %q: got %v, want %v", tt.factors, tt.tier, got, tt.want)
 		}
 	}
 }

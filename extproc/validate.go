@@ -14,8 +14,10 @@ import (
 // identity source may supply: a limit may be scoped by them or matched
 // on them all the same.
 const (
-	// AttributeModel is the request's model.
-	AttributeModel = "model"
+	// AttributeModel is the request's model, by family
+	// (accounting.ModelFamily): every snapshot and spelling of a model
+	// shares its limits.
+	AttributeModel = accounting.AttributeModel
 	// AttributeAPI is the request's API kind ("openai.chat", …; "other"
 	// for a path that is not an LLM API call).
 	AttributeAPI = "api"
@@ -44,6 +46,11 @@ func (o *Options) Validate() error {
 	for _, d := range slices.Sorted(maps.Keys(o.AzureDeployments)) {
 		if d == "" || o.AzureDeployments[d] == "" || strings.Contains(d, "/") {
 			bad("azure.deployments."+d, "needs a deployment name (no '/') and a model")
+		}
+	}
+	for _, tier := range slices.Sorted(maps.Keys(o.ServiceTierFactors)) {
+		if f := o.ServiceTierFactors[tier]; !(f > 0) || f > 1000 {
+			bad("service_tiers."+tier, "%v is not a price factor (0 < factor ≤ 1000)", f)
 		}
 	}
 	return errors.Join(errs...)

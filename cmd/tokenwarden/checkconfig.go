@@ -72,6 +72,13 @@ func printConfig(w io.Writer, cfg *config.Config) {
 	}
 	fmt.Fprintf(w, "settlement without a usage report: hidden reasoning models [%s] keep their output cap; background responses: %s\n",
 		strings.Join(reasoning, ", "), background)
+	tiers := s.ServiceTierFactors
+	if tiers == nil {
+		tiers = extproc.DefaultServiceTierFactors
+	}
+	for _, t := range slices.Sorted(maps.Keys(tiers)) {
+		fmt.Fprintf(w, "service tier %s priced at %g× the model's price\n", t, tiers[t])
+	}
 	for _, d := range slices.Sorted(maps.Keys(s.AzureDeployments)) {
 		fmt.Fprintf(w, "azure deployment %s serves model %s\n", d, s.AzureDeployments[d])
 	}

@@ -117,6 +117,10 @@ type Request struct {
 	// Background reports a Responses API request with "background": true:
 	// the generation runs on after the reply, whose usage is null.
 	Background bool
+	// ServiceTier is the processing tier the request asks for (OpenAI's
+	// "service_tier": "priority", "flex", …), which the provider bills at
+	// its own rate; "" when it names none.
+	ServiceTier string
 	// Notes explain what the estimate could not see, e.g. server-side
 	// conversation history that is billed as input too.
 	Notes string
@@ -162,4 +166,11 @@ type UsageReader interface {
 	// ObservedOutputTokens estimates the output seen so far, for a
 	// response that ends before reporting usage.
 	ObservedOutputTokens() int64
+	// Final reports whether Usage is the provider's last word on the
+	// response, rather than a running total a cut stream stopped short
+	// of (Anthropic's message_start before its message_delta, a Gemini
+	// snapshot before its finishReason). A running total shows only the
+	// output streamed so far: reasoning the stream does not show may
+	// already be billed.
+	Final() bool
 }

@@ -26,6 +26,10 @@ func (r *JSONReader) Write(p []byte) { r.body.Write(p) }
 // Usage implements UsageReader.
 func (r *JSONReader) Usage() (accounting.Usage, bool) { return r.parse(r.body.Get("usage")) }
 
+// Final implements UsageReader: a reply's usage is whole once it is
+// there.
+func (r *JSONReader) Final() bool { return true }
+
 // ObservedOutputTokens charges a cut body by its size: its text cannot be
 // parsed until it is complete.
 func (r *JSONReader) ObservedOutputTokens() int64 { return ObservedTokens(r.body.Len()) }

@@ -155,6 +155,10 @@ func (r *StreamReader) Usage() (accounting.Usage, bool) {
 // ObservedOutputTokens implements llm.UsageReader.
 func (r *StreamReader) ObservedOutputTokens() int64 { return r.observed }
 
+// Final implements llm.UsageReader: only message_delta's usage is final;
+// message_start's counts one output token.
+func (r *StreamReader) Final() bool { return r.final }
+
 // Errored reports whether the stream carried an error event (such as
 // overloaded_error) after its 200 status.
 func (r *StreamReader) Errored() bool { return r.errored }

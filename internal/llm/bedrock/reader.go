@@ -141,6 +141,9 @@ func (r *StreamReader) Usage() (accounting.Usage, bool) { return r.usage, r.has 
 // ObservedOutputTokens implements llm.UsageReader.
 func (r *StreamReader) ObservedOutputTokens() int64 { return r.observed }
 
+// Final implements llm.UsageReader: the metadata event comes once, last.
+func (r *StreamReader) Final() bool { return r.has }
+
 // Errored reports whether the stream carried an exception message.
 func (r *StreamReader) Errored() bool { return r.errored }
 

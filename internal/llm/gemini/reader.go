@@ -148,6 +148,10 @@ func (r *SSEReader) Usage() (accounting.Usage, bool) { return r.usage() }
 // ObservedOutputTokens implements llm.UsageReader.
 func (r *SSEReader) ObservedOutputTokens() int64 { return r.observed }
 
+// Final implements llm.UsageReader: a snapshot is final once a
+// finishReason came with it.
+func (r *SSEReader) Final() bool { return r.has && r.final }
+
 // Errored reports whether the stream carried an error payload.
 func (r *SSEReader) Errored() bool { return r.errored }
 
@@ -208,3 +212,6 @@ func (r *JSONReader) Usage() (accounting.Usage, bool) { return r.usage() }
 
 // ObservedOutputTokens implements llm.UsageReader.
 func (r *JSONReader) ObservedOutputTokens() int64 { return r.observed }
+
+// Final implements llm.UsageReader, as for SSEReader.
+func (r *JSONReader) Final() bool { return r.has && r.final }

@@ -53,12 +53,15 @@ func (Chat) Name() string { return "openai.chat" }
 func (Chat) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
 	var out [maxFields]gjson.Result
 	f, req, err := parseBody(body, chatFields, opts, &out, "messages", "tools", "functions",
-		"max_completion_tokens", "max_tokens", "n", "stream_options", "reasoning_effort")
+		"max_completion_tokens", "max_tokens", "n", "stream_options", "reasoning_effort", "service_tier")
 	if err != nil {
 		return req, err
 	}
 	msgs, tools, fns := f[0], f[1], f[2]
 	maxCompletion, maxTokens, n, streamOpts, effort := f[3], f[4], f[5], f[6], f[7]
+	if req.ServiceTier, err = llm.OptionalString(f[8], "service_tier"); err != nil {
+		return req, err
+	}
 	if !msgs.IsArray() {
 		return req, errors.New("messages must be an array")
 	}
@@ -189,6 +192,8 @@ func CapField(model string) string {
 	if i := strings.LastIndexByte(m, '/'); i >= 0 {
 		m = m[i+1:]
 	}
+	// A fine-tune (ft:o4-mini-2025-04-16:org::id) takes its base's field.
+	m = strings.TrimPrefix(m, "ft:")
 	if len(m) >= 2 && m[0] == 'o' && m[1] >= '1' && m[1] <= '9' || strings.HasPrefix(m, "gpt-5") {
 		return "max_completion_tokens"
 	}

@@ -11,7 +11,7 @@ var streamOptionsFields = llm.NewFields().Read("include_usage")
 
 // chatFields are the fields Chat reads.
 var chatFields = llm.NewFields().
-	Read("model", "stream", "n", "max_tokens", "max_completion_tokens", "tools", "functions", "reasoning_effort").
+	Read("model", "stream", "n", "max_tokens", "max_completion_tokens", "tools", "functions", "reasoning_effort", "service_tier").
 	Nest("stream_options", streamOptionsFields).
 	Nest("messages", llm.NewFields().
 		Read("role", "name", "tool_calls", "function_call", "refusal", "audio").
@@ -34,7 +34,7 @@ var responsesContentFields = llm.NewFields().Read("type", "text", "refusal", "de
 // responsesFields are the fields Responses reads.
 var responsesFields = llm.NewFields().
 	Read("model", "stream", "instructions", "tools", "previous_response_id", "conversation", "prompt",
-		"max_output_tokens", "background").
+		"max_output_tokens", "background", "service_tier").
 	Nest("text", llm.NewFields().Read("format")).
 	Nest("reasoning", llm.NewFields().Read("effort")).
 	Nest("input", llm.NewFields().

@@ -33,8 +33,11 @@ func (Responses) Name() string { return "openai.responses" }
 func (Responses) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
 	var out [maxFields]gjson.Result
 	f, req, err := parseBody(body, responsesFields, opts, &out, "input", "instructions", "tools", "text",
-		"previous_response_id", "conversation", "prompt", "max_output_tokens", "background", "reasoning")
+		"previous_response_id", "conversation", "prompt", "max_output_tokens", "background", "reasoning", "service_tier")
 	if err != nil {
+		return req, err
+	}
+	if req.ServiceTier, err = llm.OptionalString(f[10], "service_tier"); err != nil {
 		return req, err
 	}
 	input, instructions, tools, text := f[0], f[1], f[2], f[3]

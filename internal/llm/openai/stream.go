@@ -377,6 +377,11 @@ func (r *StreamReader) Usage() (accounting.Usage, bool) { return r.usage, r.hasU
 // ObservedOutputTokens implements llm.UsageReader.
 func (r *StreamReader) ObservedOutputTokens() int64 { return r.observed }
 
+// Final implements llm.UsageReader: OpenAI reports usage once, in the
+// stream's last chunk; servers that report a running total on every
+// chunk (vLLM) stream their reasoning as text, which is counted.
+func (r *StreamReader) Final() bool { return r.hasUsage }
+
 // Errored reports whether the stream carried an error payload after its
 // 200 status.
 func (r *StreamReader) Errored() bool { return r.errored }
