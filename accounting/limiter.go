@@ -254,7 +254,7 @@ type Reservation struct {
 // — the safe direction.
 func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error) {
 	r := &Reservation{
-		ID:       l.idPrefix + strconv.FormatUint(l.idSeq.Add(1), 36),
+		ID:          l.idPrefix + strconv.FormatUint(l.idSeq.Add(1), 36),
 		Model:       req.Model,
 		Estimate:    req.Estimate,
 		PriceFactor: req.PriceFactor,

@@ -69,7 +69,7 @@ type Options struct {
 	// not be cheaper than the dearest known one.
 	ServiceTierFactors map[string]float64
 	Logger             *slog.Logger
-	Registerer       prometheus.Registerer
+	Registerer         prometheus.Registerer
 }
 
 // DefaultOutputCap is the output cap of a request that names none, when
