@@ -31,6 +31,16 @@ type Limit struct {
 	OnStoreError FailMode
 }
 
+// policyWindow is the window a header stating the limit's policy names:
+// the window, or a token bucket's refill period; a calendar month as 31
+// days, its longest.
+func (l *Limit) policyWindow() time.Duration {
+	if l.Calendar == CalendarMonth {
+		return 31 * 24 * time.Hour
+	}
+	return l.Window
+}
+
 // Capacity is the most a single request can ever reserve on the limit.
 func (l *Limit) Capacity() int64 {
 	if l.Algorithm == TokenBucket && l.Burst > 0 {

@@ -207,6 +207,9 @@ type DimState struct {
 	Limit     int64
 	Remaining int64
 	Reset     time.Duration
+	// Window is the limit's window (a token bucket's refill period; 31
+	// days for a calendar month), for headers that state the policy.
+	Window time.Duration
 }
 
 type reservedItem struct {
@@ -337,6 +340,7 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 	r.Trip = trip
 	r.Dims[r.Trip.Limit.Dimension] = DimState{
 		Applied: true, Limit: r.Trip.Limit.Capacity(), Remaining: r.Trip.Remaining, Reset: r.Trip.Reset,
+		Window: r.Trip.Limit.policyWindow(),
 	}
 	r.items = nil
 	outcome := "rejected"
@@ -351,7 +355,7 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 // tighter returns whichever of cur and (lim, st) has the least remaining,
 // ties going to the sooner reset.
 func tighter(cur DimState, lim *Limit, st CounterState) DimState {
-	next := DimState{Applied: true, Limit: lim.Capacity(), Remaining: st.Remaining, Reset: st.Reset}
+	next := DimState{Applied: true, Limit: lim.Capacity(), Remaining: st.Remaining, Reset: st.Reset, Window: lim.policyWindow()}
 	if !cur.Applied || next.Remaining < cur.Remaining ||
 		(next.Remaining == cur.Remaining && next.Reset < cur.Reset) {
 		return next

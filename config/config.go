@@ -320,6 +320,8 @@ func (c *Config) settlement(f *file, p *problems) {
 	if f.ServiceTiers != nil {
 		c.Server.ServiceTierFactors = f.ServiceTiers
 	}
+	c.Server.IETFRateLimitHeaders = f.RateLimitHeaders.IETF
+	c.Server.NoAnthropicRateLimitHeaders = f.RateLimitHeaders.Anthropic != nil && !*f.RateLimitHeaders.Anthropic
 }
 
 // amount converts a limit as written to the dimension's integer unit:

@@ -192,6 +192,31 @@ func TestParseSettlement(t *testing.T) {
 	}
 }
 
+func TestParseHeadersAndTiers(t *testing.T) {
+	tests := []struct {
+		name                      string
+		config                    string
+		wantIETF, wantNoAnthropic bool
+		wantTiers                 map[string]float64
+	}{
+		{"defaults", "", false, false, nil},
+		{"ietf on", "rate_limit_headers: {ietf: true}\n", true, false, nil},
+		{"anthropic off", "rate_limit_headers: {anthropic: false}\n", false, true, nil},
+		{"tiers", "service_tiers: {priority: 1.75, flex: 0.5}\n", false, false, map[string]float64{"priority": 1.75, "flex": 0.5}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := parse(t, baseConfig+tt.config).Server
+			if s.IETFRateLimitHeaders != tt.wantIETF || s.NoAnthropicRateLimitHeaders != tt.wantNoAnthropic {
+				t.Errorf("headers: got ietf %v, no anthropic %v; want %v, %v", s.IETFRateLimitHeaders, s.NoAnthropicRateLimitHeaders, tt.wantIETF, tt.wantNoAnthropic)
+			}
+			if len(s.ServiceTierFactors) != len(tt.wantTiers) || s.ServiceTierFactors["priority"] != tt.wantTiers["priority"] {
+				t.Errorf("service tiers: got %v, want %v", s.ServiceTierFactors, tt.wantTiers)
+			}
+		})
+	}
+}
+
 // TestParseStore: the store section becomes redisstore.Options only for
 // the Redis store, and allow_eviction is off unless the file turns it on.
 func TestParseStore(t *testing.T) {

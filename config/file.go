@@ -17,6 +17,17 @@ type file struct {
 	Settlement          settlementFile       `yaml:"settlement"`
 	Azure               azureFile            `yaml:"azure"`
 	ServiceTiers        map[string]float64   `yaml:"service_tiers"`
+	RateLimitHeaders    rateLimitHeadersFile `yaml:"rate_limit_headers"`
+}
+
+// rateLimitHeadersFile switches the rate-limit header families besides
+// the x-ratelimit-* trio.
+type rateLimitHeadersFile struct {
+	// IETF adds RateLimit-Policy and RateLimit; off unless set.
+	IETF bool `yaml:"ietf"`
+	// Anthropic sets anthropic-ratelimit-* on Anthropic routes; on unless
+	// set to false.
+	Anthropic *bool `yaml:"anthropic"`
 }
 
 type logFile struct {

@@ -236,10 +236,21 @@ func TestE2EAnthropicRateLimitHeadersNeverReachClient(t *testing.T) {
 				headers: append([]string{"x-fakellm-ratelimit-headers", "true"}, e2eFixedUsage...),
 			})
 			e2eWantStatus(t, resp, http.StatusOK)
+			// tokenwarden sets the requests and tokens families from the
+			// caller's limits, for Anthropic's SDK; the provider's
+			// input-tokens and output-tokens ones must be gone.
 			for name, vs := range resp.header {
-				if strings.HasPrefix(strings.ToLower(name), "anthropic-ratelimit-") {
+				n := strings.ToLower(name)
+				if strings.HasPrefix(n, "anthropic-ratelimit-") && !strings.HasPrefix(n, "anthropic-ratelimit-requests-") &&
+					!strings.HasPrefix(n, "anthropic-ratelimit-tokens-") {
 					t.Errorf("%s: %q reached the client, want none of the provider's figures", name, vs)
 				}
+			}
+			if got := e2eIntHeader(t, resp, "anthropic-ratelimit-tokens-limit"); got != e2eTenantTokens {
+				t.Errorf("anthropic-ratelimit-tokens-limit: got %d, want tokenwarden's %d", got, e2eTenantTokens)
+			}
+			if got := e2eIntHeader(t, resp, "anthropic-ratelimit-requests-remaining"); got != e2eUserRequests-1 {
+				t.Errorf("anthropic-ratelimit-requests-remaining: got %d, want tokenwarden's %d", got, e2eUserRequests-1)
 			}
 			if got := e2eIntHeader(t, resp, "x-ratelimit-limit-tokens"); got != e2eTenantTokens {
 				t.Errorf("x-ratelimit-limit-tokens: got %d, want tokenwarden's %d", got, e2eTenantTokens)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -310,12 +311,45 @@ func TestProviderRateLimitHeaderFamiliesAreRemoved(t *testing.T) {
 	})
 	wantStatus(t, resp, 200)
 	for _, h := range provider[:len(provider)-1] {
-		if v := resp.Header.Values(h[0]); len(v) != 0 {
-			t.Errorf("%s: got the provider's %q, want it removed", h[0], v)
+		for _, v := range resp.Header.Values(h[0]) {
+			if v == h[1] {
+				t.Errorf("%s: got the provider's %q, want it removed", h[0], v)
+			}
 		}
 	}
 	wantHeader(t, resp.Header, "request-id", "req_1")
 	wantHeader(t, resp.Header, "x-ratelimit-limit-tokens", "100000")
+	// On an Anthropic route, tokenwarden's own figures in Anthropic's
+	// names, for its SDK: only for the dimensions that applied.
+	wantHeader(t, resp.Header, "anthropic-ratelimit-tokens-limit", "100000")
+	for _, h := range []string{"anthropic-ratelimit-requests-limit", "anthropic-ratelimit-input-tokens-limit", "ratelimit", "ratelimit-policy"} {
+		if v := resp.Header.Values(h); len(v) != 0 {
+			t.Errorf("%s: got %q, want none", h, v)
+		}
+	}
+}
+
+func TestStandardRateLimitHeaders(t *testing.T) {
+	r := newRig(t, []accounting.Limit{
+		tokensLimit("tenant-tokens", 100000, "tenant"),
+		{Name: "tenant-rpm", Dimension: accounting.Requests, Scope: []string{"tenant"}, Algorithm: accounting.SlidingWindow, Limit: 600, Window: time.Minute},
+	}, withServer(func(o *extproc.Options) { o.IETFRateLimitHeaders = true }))
+	resp := r.envoy.Do(t.Context(), chatRequest("a", smallChat), jsonUpstream(200, fixture(t, "openai/chat_response.json")))
+	wantStatus(t, resp, 200)
+	wantHeader(t, resp.Header, "ratelimit-policy", `"requests";q=600;qu="requests";w=60, "tokens";q=100000;qu="tokens";w=3600`)
+	if got := resp.Header.Get("ratelimit"); !strings.HasPrefix(got, `"requests";r=599;t=`) || !strings.Contains(got, `, "tokens";r=`) {
+		t.Errorf("ratelimit: got %q, want the remaining requests and tokens", got)
+	}
+	// Not an Anthropic route: no anthropic-ratelimit-* headers.
+	if v := resp.Header.Values("anthropic-ratelimit-tokens-limit"); len(v) != 0 {
+		t.Errorf("anthropic-ratelimit-tokens-limit on an OpenAI route: %q", v)
+	}
+	// The 429 carries them too.
+	resp = r.envoy.Do(t.Context(), chatRequest("a", []byte(`{"model":"gpt-4o-mini","max_tokens":200000,"messages":[]}`)), nil)
+	wantStatus(t, resp, 429)
+	if resp.Header.Get("ratelimit-policy") == "" {
+		t.Error("no ratelimit-policy on the 429")
+	}
 }
 
 func TestAPanicFailsOneStreamOnly(t *testing.T) {

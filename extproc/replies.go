@@ -72,11 +72,14 @@ func immediate(api llm.API, e llm.Error, details string, headers []*corev3.Heade
 }
 
 // rejection renders the 429 for a reservation that did not fit.
-func rejection(api llm.API, r *accounting.Reservation) *extprocv3.ProcessingResponse {
+// extra are further rate-limit headers to set (the IETF and Anthropic
+// families, as configured).
+func rejection(api llm.API, r *accounting.Reservation, extra []*corev3.HeaderValueOption) *extprocv3.ProcessingResponse {
 	t := &r.Trip
 	d := t.Limit.Dimension
 	var headers []*corev3.HeaderValueOption
 	headers = rateLimitHeaders(new(rateLimitBlock), &r.Dims, headers)
+	headers = append(headers, extra...)
 	headers = append(headers, setHeader("x-tokenwarden-limit", t.Limit.Name))
 	var msg string
 	if t.NeverFits {

@@ -68,8 +68,15 @@ type Options struct {
 	// "default") is priced at the largest factor listed: a new tier must
 	// not be cheaper than the dearest known one.
 	ServiceTierFactors map[string]float64
-	Logger             *slog.Logger
-	Registerer         prometheus.Registerer
+	// IETFRateLimitHeaders adds RateLimit-Policy and RateLimit (the IETF
+	// draft's structured fields) beside the x-ratelimit-* headers.
+	IETFRateLimitHeaders bool
+	// NoAnthropicRateLimitHeaders leaves out the anthropic-ratelimit-*
+	// headers tokenwarden sets on Anthropic routes (in place of the
+	// provider's, which are removed either way).
+	NoAnthropicRateLimitHeaders bool
+	Logger                      *slog.Logger
+	Registerer                  prometheus.Registerer
 }
 
 // DefaultOutputCap is the output cap of a request that names none, when

@@ -72,6 +72,8 @@ func printConfig(w io.Writer, cfg *config.Config) {
 	}
 	fmt.Fprintf(w, "settlement without a usage report: hidden reasoning models [%s] keep their output cap; background responses: %s\n",
 		strings.Join(reasoning, ", "), background)
+	fmt.Fprintf(w, "rate-limit headers: x-ratelimit-*, IETF RateLimit %v, anthropic-ratelimit-* on Anthropic routes %v\n",
+		s.IETFRateLimitHeaders, !s.NoAnthropicRateLimitHeaders)
 	tiers := s.ServiceTierFactors
 	if tiers == nil {
 		tiers = extproc.DefaultServiceTierFactors
