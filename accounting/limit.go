@@ -159,14 +159,7 @@ func (a Attributes) Get(name string) (string, bool) {
 // attributes: every Match entry equals and every Scope attribute is present.
 func (l *Limit) Applies(attrs Attributes) bool {
 	for name, want := range l.Match {
-		got, ok := attrs.Get(name)
-		if ok && name == AttributeModel {
-			// The request's model attribute is its family; a limit
-			// matched to a snapshot applies to the whole family: the
-			// broader reading is the one that cannot be walked around.
-			want = ModelFamily(want)
-		}
-		if !ok || got != want {
+		if got, ok := attrs.Get(name); !ok || got != want {
 			return false
 		}
 	}

@@ -126,7 +126,7 @@ func New(opts Options) (*Limiter, error) {
 	}
 	l := &Limiter{
 		store:       opts.Store,
-		limits:      opts.Limits,
+		limits:      byFamily(opts.Limits),
 		prices:      opts.Prices,
 		settleRetry: opts.SettleRetry,
 		log:         opts.Logger,
@@ -149,6 +149,25 @@ func New(opts Options) (*Limiter, error) {
 	_, _ = rand.Read(b[:])
 	l.idPrefix = hex.EncodeToString(b[:]) + "-"
 	return l, nil
+}
+
+// byFamily returns limits with each model a Match names replaced by its
+// family ([ModelFamily]), as the requests' model attribute carries it: a
+// limit matched to a snapshot holds its whole family (the broader
+// reading is the one a caller cannot walk around). The caller's limits
+// are left as they are.
+func byFamily(limits []Limit) []Limit {
+	out := slices.Clone(limits)
+	for i := range out {
+		want, ok := out[i].Match[AttributeModel]
+		if !ok || ModelFamily(want) == want {
+			continue
+		}
+		m := maps.Clone(out[i].Match)
+		m[AttributeModel] = ModelFamily(want)
+		out[i].Match = m
+	}
+	return out
 }
 
 // Limits returns the limits the Limiter applies.

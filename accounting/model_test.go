@@ -60,11 +60,19 @@ func TestMatchByFamily(t *testing.T) {
 			t.Errorf("%s: the limit matched to gpt-4o-mini does not apply", m)
 		}
 	}
-	dated := Limit{Name: "dated", Match: map[string]string{AttributeModel: "gpt-4o-mini-2024-07-18"}}
-	if !dated.Applies(Attributes{{Name: AttributeModel, Value: "gpt-4o-mini"}}) {
+	// A Limiter reads a snapshot in a match as its family.
+	lim, err := New(Options{Store: nopStore{}, Limits: []Limit{{Name: "dated", Dimension: Requests, Algorithm: FixedWindow,
+		Limit: 1, Window: 3600e9, Match: map[string]string{AttributeModel: "gpt-4o-mini-2024-07-18"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dated := lim.Limits()[0]; !dated.Applies(Attributes{{Name: AttributeModel, Value: "gpt-4o-mini"}}) {
 		t.Error("a limit matched to a snapshot does not apply to its family")
 	}
 	if l.Applies(Attributes{{Name: AttributeModel, Value: "gpt-4o"}}) {
 		t.Error("a limit matched to gpt-4o-mini applies to gpt-4o")
 	}
 }
+
+// nopStore is a Store for tests that never reach it.
+type nopStore struct{ Store }

@@ -1,11 +1,9 @@
 package extproc
 
 import (
-	"strconv"
-	"time"
-
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
+	"strconv"
 
 	"github.com/tokenwarden/tokenwarden/internal/contentcoding"
 	"github.com/tokenwarden/tokenwarden/internal/llm"
@@ -40,8 +38,8 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders, attrs map[string]*st
 	r.hm.RemoveHeaders = providerRateLimitHeaders(h, r.remove[:0])
 	r.hm.SetHeaders = rateLimitHeaders(&r.rateLimit, &st.res.Dims, nil)
 	api := st.target.api
-	if st.s.opts.IETFRateLimitHeaders || api != nil && !st.s.opts.NoAnthropicRateLimitHeaders {
-		r.hm.SetHeaders = st.s.standardRateLimitHeaders(api, &st.res.Dims, time.Now(), r.hm.SetHeaders)
+	if st.s.wantsStandardHeaders(api) {
+		r.hm.SetHeaders = st.s.standardRateLimitHeaders(api, &st.res.Dims, r.hm.SetHeaders)
 	}
 	if api != nil && st.ok() && st.origin == fromUpstream && st.responseBodyUnseen && !h.EndOfStream {
 		// The filter sends no response body: what was generated cannot

@@ -174,13 +174,13 @@ func NewServer(opts Options) (*Server, error) {
 }
 
 // hiddenReasoning reports whether model belongs to a family that reasons
-// without streaming it. The model is also read without a provider
-// prefix ("openai/o3") and as the base of a fine-tune
-// ("ft:o4-mini-2025-04-16:acme::id" is o4-mini's).
+// without streaming it. The model is also read as its family
+// (accounting.ModelFamily): without a provider prefix ("openai/o3"), as
+// a fine-tune's base ("ft:o4-mini-2025-04-16:acme::id" is o4-mini).
 func (s *Server) hiddenReasoning(model string) bool {
-	base := baseModel(model)
+	family := accounting.ModelFamily(model)
 	for _, p := range s.reasoning {
-		if matchModel(p, model) || matchModel(p, base) {
+		if tokenizer.MatchModel(p, model) || tokenizer.MatchModel(p, family) {
 			return true
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 )
 
 func TestSettlement(t *testing.T) {
@@ -72,8 +73,8 @@ func TestMatchModel(t *testing.T) {
 		{"*", "", true},
 	}
 	for _, tt := range tests {
-		if got := matchModel(tt.pattern, tt.model); got != tt.want {
-			t.Errorf("matchModel(%q, %q): got %v, want %v", tt.pattern, tt.model, got, tt.want)
+		if got := tokenizer.MatchModel(tt.pattern, tt.model); got != tt.want {
+			t.Errorf("MatchModel(%q, %q): got %v, want %v", tt.pattern, tt.model, got, tt.want)
 		}
 	}
 }

@@ -31,14 +31,26 @@ import (
 // ietfUnits are the quota units of the dimensions, in order.
 var ietfUnits = [numDims]string{"requests", "tokens", "usd-micros"}
 
+// wantsStandardHeaders reports whether a response of api gets any of
+// these families: the common case (IETF off, not Anthropic) costs a
+// response nothing more.
+func (s *Server) wantsStandardHeaders(api llm.API) bool {
+	return s.opts.IETFRateLimitHeaders || s.anthropicHeaders(api)
+}
+
+func (s *Server) anthropicHeaders(api llm.API) bool {
+	_, ok := api.(anthropic.Messages)
+	return ok && !s.opts.NoAnthropicRateLimitHeaders
+}
+
 // standardRateLimitHeaders appends the IETF and Anthropic headers the
 // options ask for to out.
-func (s *Server) standardRateLimitHeaders(api llm.API, dims *[numDims]accounting.DimState, now time.Time, out []*corev3.HeaderValueOption) []*corev3.HeaderValueOption {
+func (s *Server) standardRateLimitHeaders(api llm.API, dims *[numDims]accounting.DimState, out []*corev3.HeaderValueOption) []*corev3.HeaderValueOption {
 	if s.opts.IETFRateLimitHeaders {
 		out = appendIETF(dims, out)
 	}
-	if _, ok := api.(anthropic.Messages); ok && !s.opts.NoAnthropicRateLimitHeaders {
-		out = appendAnthropic(dims, now, out)
+	if s.anthropicHeaders(api) {
+		out = appendAnthropic(dims, time.Now(), out)
 	}
 	return out
 }

@@ -87,10 +87,10 @@ func appendUnescaped(dst, s []byte) []byte {
 			if i+5 > len(s) {
 				return dst
 			}
-			r := jsonHex4(s[i+1 : i+5])
+			r := max(hex4(s[i+1:i+5]), 0) // gjson reads bad digits as 0
 			next := i + 5
 			if r >= 0xD800 && r < 0xDC00 && len(s)-next >= 6 && s[next] == '\\' && s[next+1] == 'u' {
-				if r2 := jsonHex4(s[next+2 : next+6]); r2 >= 0xDC00 && r2 < 0xE000 {
+				if r2 := hex4(s[next+2 : next+6]); r2 >= 0xDC00 && r2 < 0xE000 {
 					r = utf16.DecodeRune(r, r2)
 					next += 6
 				}
@@ -102,23 +102,4 @@ func appendUnescaped(dst, s []byte) []byte {
 		}
 	}
 	return dst
-}
-
-// jsonHex4 reads four hex digits; anything else reads as 0.
-func jsonHex4(h []byte) rune {
-	var r rune
-	for _, c := range h {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
 }

@@ -118,9 +118,10 @@ func validRate(r float64) error {
 	return nil
 }
 
-// matchGlob reports whether name matches pattern, where '*' matches any
+// MatchModel reports whether a model name matches a pattern of the config
+// (estimation.per_model, settlement.hidden_reasoning_models): '*' matches any
 // run of characters; both are compared case-insensitively (ASCII).
-func matchGlob(pattern, name string) bool {
+func MatchModel(pattern, name string) bool {
 	// The classic two-pointer walk: linear in practice, and no recursion
 	// for a model name that an attacker chose.
 	p, n := 0, 0

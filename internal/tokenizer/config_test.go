@@ -55,8 +55,8 @@ func TestMatchGlob(t *testing.T) {
 		{"", "x", false},
 	}
 	for _, tt := range tests {
-		if got := matchGlob(tt.pattern, tt.name); got != tt.want {
-			t.Errorf("matchGlob(%q, %q) = %v, want %v", tt.pattern, tt.name, got, tt.want)
+		if got := MatchModel(tt.pattern, tt.name); got != tt.want {
+			t.Errorf("MatchModel(%q, %q) = %v, want %v", tt.pattern, tt.name, got, tt.want)
 		}
 	}
 }

@@ -59,7 +59,7 @@ func (c *Counter) Method(model string) Method {
 	m := Method{Mode: c.cfg.Mode, Rule: -1}
 	cpt := c.cfg.CharsPerToken
 	for i, r := range c.cfg.PerModel {
-		if matchGlob(r.Pattern, model) {
+		if MatchModel(r.Pattern, model) {
 			m.Rule = i
 			if r.Mode != "" {
 				m.Mode = r.Mode

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/internal/llm"
 	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 )
@@ -188,12 +189,9 @@ func (Chat) Inject(body []byte, req *llm.Request, opts llm.InjectOptions) ([]byt
 // (o-series, gpt-5) reject the deprecated max_tokens with a 400, while many
 // OpenAI-compatible servers know only max_tokens.
 func CapField(model string) string {
-	m := model
-	if i := strings.LastIndexByte(m, '/'); i >= 0 {
-		m = m[i+1:]
-	}
-	// A fine-tune (ft:o4-mini-2025-04-16:org::id) takes its base's field.
-	m = strings.TrimPrefix(m, "ft:")
+	// The family: without a provider prefix, and a fine-tune
+	// (ft:o4-mini-2025-04-16:org::id) as its base.
+	m := accounting.ModelFamily(model)
 	if len(m) >= 2 && m[0] == 'o' && m[1] >= '1' && m[1] <= '9' || strings.HasPrefix(m, "gpt-5") {
 		return "max_completion_tokens"
 	}
