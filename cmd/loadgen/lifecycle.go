@@ -8,6 +8,8 @@ import (
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/tokenwarden/tokenwarden/internal/envoytest"
 )
 
 // outcome is what one lifecycle came to.
@@ -89,18 +91,7 @@ func (o *outcome) reply(s extprocv3.ExternalProcessor_ProcessClient, kind string
 		_ = s.CloseSend()
 		return true
 	}
-	var ok bool
-	switch kind {
-	case "request_headers":
-		ok = r.GetRequestHeaders() != nil
-	case "request_body":
-		ok = r.GetRequestBody() != nil
-	case "response_headers":
-		ok = r.GetResponseHeaders() != nil
-	case "response_body":
-		ok = r.GetResponseBody() != nil
-	}
-	if !ok {
+	if !envoytest.IsReplyTo(kind, r) {
 		o.err = fmt.Errorf("got a %T reply, want a %s reply", r.Response, kind)
 		return true
 	}

@@ -393,20 +393,7 @@ func (x *exchange) recv(kind string) (*extprocv3.ProcessingResponse, error) {
 	if ir := r.GetImmediateResponse(); ir != nil {
 		return nil, errImmediate{ir}
 	}
-	var ok bool
-	switch kind {
-	case "request_headers":
-		ok = r.GetRequestHeaders() != nil
-	case "request_body":
-		ok = r.GetRequestBody() != nil
-	case "response_headers":
-		ok = r.GetResponseHeaders() != nil
-	case "response_body":
-		ok = r.GetResponseBody() != nil
-	case "request_trailers":
-		ok = r.GetRequestTrailers() != nil
-	}
-	if !ok {
+	if !IsReplyTo(kind, r) {
 		return nil, fmt.Errorf("spurious reply: got %T, want a %s reply", r.Response, kind)
 	}
 	return r, nil
@@ -815,4 +802,24 @@ func (h *headers) apply(m *extprocv3.HeaderMutation) error {
 		h.add(k, v)
 	}
 	return nil
+}
+
+// IsReplyTo reports whether r is a reply of the kind Envoy awaits for a
+// message of kind ("request_headers", "request_body", "request_trailers",
+// "response_headers", "response_body"): any other is spurious, and fails
+// the request.
+func IsReplyTo(kind string, r *extprocv3.ProcessingResponse) bool {
+	switch kind {
+	case "request_headers":
+		return r.GetRequestHeaders() != nil
+	case "request_body":
+		return r.GetRequestBody() != nil
+	case "request_trailers":
+		return r.GetRequestTrailers() != nil
+	case "response_headers":
+		return r.GetResponseHeaders() != nil
+	case "response_body":
+		return r.GetResponseBody() != nil
+	}
+	return false
 }
