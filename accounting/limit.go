@@ -29,6 +29,9 @@ type Limit struct {
 	Calendar Calendar
 	// OnStoreError decides admission when the store cannot be reached.
 	OnStoreError FailMode
+	// Mode is Enforce (the zero value) or Shadow: counted, never
+	// enforced (see [Mode]).
+	Mode Mode
 }
 
 // policyWindow is the window a header stating the limit's policy names:
@@ -102,6 +105,9 @@ func (l *Limit) Validate() error {
 	}
 	if l.OnStoreError > FailOpen {
 		bad("on_store_error", "unknown fail mode %d", l.OnStoreError)
+	}
+	if l.Mode > Shadow {
+		bad("mode", "unknown mode %d", l.Mode)
 	}
 	return errors.Join(errs...)
 }

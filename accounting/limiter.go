@@ -105,6 +105,8 @@ type Limiter struct {
 	settleRetry time.Duration
 	log         *slog.Logger
 	m           *metrics
+	// shadowLogs rate-limits each shadow limit's log lines.
+	shadowLogs map[*Limit]*shadowLog
 
 	idPrefix string
 	idSeq    atomic.Uint64
@@ -133,6 +135,7 @@ func New(opts Options) (*Limiter, error) {
 		m:           newMetrics(opts.Registerer),
 		closing:     make(chan struct{}),
 	}
+	l.shadowLogs = newShadowLogs(l.limits)
 	if l.settleRetry <= 0 {
 		l.settleRetry = DefaultSettleRetry
 	}
@@ -204,6 +207,9 @@ type Decision struct {
 	// FailedOpen reports an admission without reservation: the store
 	// failed and every applicable limit allows that.
 	FailedOpen bool
+	// ShadowRejected lists the shadow limits that would have rejected
+	// an admitted request (see [Mode]); nil when none would.
+	ShadowRejected []*Limit
 }
 
 // Trip describes why a request was rejected.
@@ -307,9 +313,12 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 			}
 			amount = r.Cost
 		}
-		items = append(items, ReserveItem{Counter: lim.Counter(req.Attributes), Amount: amount})
+		shadow := lim.Mode == Shadow
+		items = append(items, ReserveItem{Counter: lim.Counter(req.Attributes), Amount: amount, Optional: shadow})
 		r.items = append(r.items, reservedItem{limit: lim, amount: amount})
-		failClosed = failClosed || lim.OnStoreError == FailClosed
+		// A shadow limit never fails a request, the store's failure
+		// included.
+		failClosed = failClosed || (lim.OnStoreError == FailClosed && !shadow)
 	}
 	if len(items) == 0 {
 		r.Admitted = true
@@ -321,6 +330,7 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 	res, err := l.store.Reserve(ctx, ReserveRequest{ID: r.ID, Items: items})
 	if err != nil {
 		l.m.storeErrors.WithLabelValues("reserve").Inc()
+		l.shadowStoreErrors(r.items)
 		if errors.Is(err, ErrStoreUnavailable) && !errors.Is(err, ErrNotApplied) {
 			l.releaseLater(ReserveRequest{ID: r.ID, Items: items})
 		}
@@ -345,7 +355,16 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 		r.items[i].mark = res.States[i].Mark
 	}
 	if r.Admitted {
-		for i, st := range res.States {
+		states := res.States
+		if l.shadowLogs != nil {
+			states = l.shadowDecisions(ctx, r, states)
+		}
+		for i, st := range states {
+			if r.items[i].limit.Mode == Shadow {
+				// Never in the headers: the client sees the limits
+				// that bind it.
+				continue
+			}
 			d := r.items[i].limit.Dimension
 			r.Dims[d] = tighter(r.Dims[d], r.items[i].limit, st)
 		}
@@ -387,7 +406,7 @@ func tighter(cur DimState, lim *Limit, st CounterState) DimState {
 func pickTrip(items []reservedItem, states []CounterState) (Trip, bool) {
 	best := -1
 	for i, st := range states {
-		if st.Fits {
+		if st.Fits || items[i].limit.Mode == Shadow {
 			continue
 		}
 		if best < 0 {

@@ -67,6 +67,12 @@ type Store interface {
 	// charges nothing and leaves no record. The result holds one state
 	// per item, in order, either way. It returns ErrReleased, charging
 	// nothing, if Release for req.ID came first.
+	//
+	// An Optional item never keeps the others from being charged: the
+	// request is admitted when every other item fits, and an optional
+	// item is then charged only if it fits itself (its state's Fits says
+	// whether it was). The record remembers which optional items were
+	// not charged, so that Release refunds none of them.
 	Reserve(ctx context.Context, req ReserveRequest) (ReserveResult, error)
 	// Settle replaces each item's reserved amount with its actual amount
 	// and deletes the reservation's record, in one atomic step, if the
@@ -109,6 +115,9 @@ func (c *Counter) Capacity() int64 {
 type ReserveItem struct {
 	Counter
 	Amount int64
+	// Optional items (a shadow limit's) are charged when they fit and
+	// never veto the reservation; see [Store.Reserve].
+	Optional bool
 }
 
 // ReserveRequest is one atomic, all-or-nothing reservation. Its items

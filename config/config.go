@@ -291,6 +291,9 @@ func (c *Config) limits(f *file, p *problems) {
 		default:
 			p.add(field+".on_store_error", "%q is not deny or allow", lf.OnStoreError)
 		}
+		if l.Mode, err = accounting.ParseMode(lf.Mode); err != nil {
+			p.add(field+".mode", "%v", err)
+		}
 		for j, attr := range lf.Scope {
 			if !known(attr) {
 				p.add(fmt.Sprintf("%s.scope[%d]", field, j), "%q has no source under identity.attributes (and is not model or api)", attr)

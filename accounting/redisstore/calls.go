@@ -24,7 +24,13 @@ const (
 	codeMonth   = 1
 	codeSliding = 2
 	codeBucket  = 3
+	// codeOptional is added to an optional item's code.
+	codeOptional = 8
 )
+
+// skippedLevel is SKIPPED of library.lua: the level tw_reserve answers
+// for an optional item it did not charge.
+const skippedLevel = -(1 << 60)
 
 // The functions take their items as one string of little-endian doubles
 // (Redis parses one argument instead of five per item, and Lua converts no
@@ -105,8 +111,13 @@ func (s *Store) reserveArgs(req *accounting.ReserveRequest) ([]string, []byte, e
 	for i := range req.Items {
 		it := &req.Items[i]
 		keys[i] = s.prefix + it.Key
+		at := len(items)
 		if items, err = appendCounter(items, &it.Counter); err != nil {
 			return nil, nil, err
+		}
+		if it.Optional {
+			code := numf(string(items[at:at+8]), 0)
+			binary.LittleEndian.PutUint64(items[at:], math.Float64bits(code+codeOptional))
 		}
 		if err := exact(it.Key, it.Amount); err != nil {
 			return nil, nil, err
@@ -146,22 +157,48 @@ func (s *Store) Reserve(ctx context.Context, req accounting.ReserveRequest) (acc
 		for i := range res.States {
 			res.States[i] = admitted(&req.Items[i].Counter, numf(reply, 2+i), now)
 		}
+	case len(reply) >= 8*(2+n) && num(reply, 0) == 2:
+		// Admitted, some optional items not charged: their states
+		// follow the levels, as a rejection gives them.
+		res.Admitted = true
+		now := num(reply, 1)
+		o := 2 + n
+		for i := range res.States {
+			level := numf(reply, 2+i)
+			if level != skippedLevel {
+				res.States[i] = admitted(&req.Items[i].Counter, level, now)
+				continue
+			}
+			if len(reply) < 8*(o+rejectedNums) {
+				return accounting.ReserveResult{}, unavailable(fmt.Errorf("tw_reserve answered %d bytes for %d items", len(reply), n))
+			}
+			res.States[i] = rejectedState(reply, o)
+			o += rejectedNums
+		}
+		if len(reply) != 8*o {
+			return accounting.ReserveResult{}, unavailable(fmt.Errorf("tw_reserve answered %d bytes for %d items", len(reply), n))
+		}
 	case len(reply) == 8*(1+rejectedNums*n) && num(reply, 0) == 0:
 		for i := range res.States {
-			o := 1 + rejectedNums*i
-			res.States[i] = accounting.CounterState{
-				Remaining:  num(reply, o),
-				Reset:      accounting.Micros(num(reply, o+1)),
-				Fits:       num(reply, o+2) == 1,
-				RetryAfter: accounting.Micros(num(reply, o+3)),
-				NeverFits:  num(reply, o+4) == 1,
-				Mark:       num(reply, o+5),
-			}
+			res.States[i] = rejectedState(reply, 1+rejectedNums*i)
 		}
 	default:
 		return accounting.ReserveResult{}, unavailable(fmt.Errorf("tw_reserve answered %d bytes for %d items", len(reply), n))
 	}
 	return res, nil
+}
+
+// rejectedState reads the state of an item that did not fit from
+// tw_reserve's answer, its six doubles starting at the o-th.
+func rejectedState(reply string, o int) accounting.CounterState {
+	return accounting.CounterState{
+		Remaining:  num(reply, o),
+		Reset:      accounting.Micros(num(reply, o+1)),
+		Fits:       num(reply, o+2) == 1,
+		RetryAfter: accounting.Micros(num(reply, o+3)),
+		NeverFits:  num(reply, o+4) == 1,
+		Mark:       num(reply, o+5),
+	}
 }
 
 // admitted is the state of counter c after an admitted reservation, from

@@ -100,28 +100,45 @@ end
 -- item and writes its record, unless a live tombstone says that the
 -- reservation was released before it arrived: then it charges nothing.
 --
+-- An optional item (its code plus OPTIONAL) never vetoes: the call is
+-- admitted when every other item fits, and the optional item is charged
+-- only if it fits too; the record lists those that were not.
+--
 -- Returns packed doubles. Admitted: 1, the store's time, then per item its
 -- counter's level after the charge: the used amount before it plus the
 -- item's own amount (a window), or the tokens left (a bucket, after every
 -- item on it); the caller derives the rest of memstore's answer from
--- these, as memstore computes it. Not admitted: 0, then per item
--- remaining, reset µs, fits, retry µs, never fits and mark. Released: the
--- single double -1.
+-- these, as memstore computes it. Admitted with optional items left
+-- uncharged: 2, the store's time, the levels with SKIPPED for each of
+-- those, then for each of them (in order) what a rejection gives. Not
+-- admitted: 0, then per item remaining, reset µs, fits, retry µs, never
+-- fits and mark. Released: the single double -1.
 local function reserve(keys, args)
   if not call then init() end
   setclock(args[1])
   local v, n = items(args[2], 5)
+  for i = 1, n do
+    local b = 5 * i - 4
+    local code = v[b]
+    if code >= OPTIONAL then
+      v[b], opt[i] = code - OPTIONAL, true
+    else
+      opt[i] = false
+    end
+  end
   local vals = load(keys, n)
   local answer = fast_reserve(keys, vals, v, n)
   if answer then return answer end
-  local admitted = true
+  local admitted, skipped = true, false
   for i = 1, n do
     local b = 5 * i - 5
     local l = level(state(keys, vals, i, v[b + 1], v[b + 2], v[b + 3], v[b + 4]), v[b + 5])
-    if l == nil then
-      admitted = false
-    else
+    if l ~= nil then
       levels[i] = l
+    elseif opt[i] then
+      levels[i], skipped = SKIPPED, true
+    else
+      admitted = false
     end
   end
   if not admitted then
@@ -132,12 +149,28 @@ local function reserve(keys, args)
     end
     return spack(FMT[1 + 6 * n] or fmt(1 + 6 * n), unpack(r))
   end
-  if not write_record(keys[n + 1]) then return spack('<d', -1) end
+  local rec, why = nil, nil
+  if skipped then
+    -- The record lists the items left uncharged, and the answer says
+    -- why, each as a rejection would, before anything is charged.
+    rec, why = { now }, {}
+    for i = 1, n do
+      if levels[i] == SKIPPED then
+        rec[#rec + 1] = i
+        local o = #why
+        why[o + 1], why[o + 2], why[o + 3], why[o + 4], why[o + 5], why[o + 6] = explain(sts[i], v[5 * i])
+      end
+    end
+    rec = spack(fmt(#rec), unpack(rec))
+  end
+  if not write_record(keys[n + 1], rec) then return spack('<d', -1) end
   -- Charge, as memstore's commit.
   for i = 1, n do
     local st, amount = sts[i], v[5 * i]
     local alg = st.alg
-    if alg == BUCKET then
+    if levels[i] == SKIPPED then
+      -- An optional item that does not fit: nothing to charge.
+    elseif alg == BUCKET then
       local t = st.t - amount
       st.t, st.dirty, levels[i] = t, true, t
     else
@@ -150,6 +183,11 @@ local function reserve(keys, args)
     end
   end
   save(n)
+  if skipped then
+    local r = { 2, now, unpack(levels, 1, n) }
+    for j = 1, #why do r[#r + 1] = why[j] end
+    return spack(fmt(#r), unpack(r))
+  end
   return spack(FMT[2 + n] or fmt(2 + n), 1, now, unpack(levels, 1, n))
 end
 
@@ -288,17 +326,25 @@ local function release(keys, args)
   setclock(args[1])
   local v, n = items(args[2], 5)
   local rkey = keys[n + 1]
-  local t = record(call('GET', rkey))
+  local raw = call('GET', rkey)
+  local t = record(raw)
   if t ~= nil and t < 0 then return 0 end
   if t == nil then
     call('SET', rkey, spack('<d', -now), 'PX', RECORD_PX)
     return 0
   end
   call('DEL', rkey)
+  -- The optional items the reservation left uncharged: nothing to refund.
+  local skip = {}
+  if #raw > 8 then
+    local r = { sunpack(fmt(#raw / 8), raw) }
+    for j = 2, #raw / 8 do skip[r[j]] = true end
+  end
   local vals = load(keys, n)
   for i = 1, n do
     local b = 5 * i - 5
     local alg, period = v[b + 1], v[b + 4]
+    if alg >= OPTIONAL then alg = alg - OPTIONAL end
     local st = state(keys, vals, i, alg, v[b + 2], v[b + 3], period)
     -- The mark the reservation got: its window or slot at time t.
     local mark = 0
@@ -307,7 +353,7 @@ local function release(keys, args)
     elseif alg ~= BUCKET then
       mark = window(alg, period, t)
     end
-    settle(st, -v[b + 5], mark)
+    if not skip[i] then settle(st, -v[b + 5], mark) end
   end
   save(n)
   return 1

@@ -44,7 +44,9 @@
 --                                 for some m <= SLOTS+1 (zeros at the old
 --                                 end are dropped)
 -- A reservation record (the last of KEYS) is one double: the reservation's
--- time, or minus the time of the release that left it as a tombstone.
+-- time, or minus the time of the release that left it as a tombstone;
+-- when the reservation left optional items uncharged, their indexes
+-- (1-based) follow the time.
 -- Either counts for RECORD_TTL from that time on the store's clock (as in
 -- memstore); PX reclaims the key on Redis's own.
 --
@@ -54,8 +56,14 @@
 
 local RING = SLOTS + 1 -- the slots a sliding window holds
 
--- Algorithm codes, as packed by the Go side.
+-- Algorithm codes, as packed by the Go side. tw_reserve and tw_release
+-- take an optional item's (a shadow limit's) code with OPTIONAL added.
 local FIXED, MONTH, SLIDING, BUCKET = 0, 1, 2, 3
+local OPTIONAL = 8
+
+-- SKIPPED stands, in tw_reserve's answer, for the level of an optional
+-- item that was not charged: no level is ever that low.
+local SKIPPED = -2 ^ 60
 
 -- Redis's API and Lua's libraries are globals of a call, not of loading:
 -- the first call binds them.
@@ -81,10 +89,11 @@ local function fmt(k)
 end
 
 -- Scratch tables that every call reuses, Redis running one call at a time:
--- levels holds each item's level (see reserve), sts the items' states,
+-- levels holds each item's level (see reserve), opt whether it is
+-- optional, sts the items' states,
 -- pool the state tables (item i's is pool[i]), and fa to fe what the fast
 -- paths keep of each item between their two loops.
-local levels, sts, pool = {}, {}, {}
+local levels, sts, pool, opt = {}, {}, {}, {}
 local fa, fb, fc, fd, fe = {}, {}, {}, {}, {}
 
 -- now is the store's clock for the call (µs). pad lengthens key lifetimes
@@ -144,9 +153,10 @@ end
 
 -- write_record records an admitted reservation under rkey, unless a
 -- tombstone there says it was released before it arrived: then it
--- returns false, leaving the tombstone.
-local function write_record(rkey)
-  local old = call('SET', rkey, spack('<d', now), 'PX', RECORD_PX, 'GET')
+-- returns false, leaving the tombstone. val is the record when it is
+-- more than the time (see reserve); nil means the time alone.
+local function write_record(rkey, val)
+  local old = call('SET', rkey, val or spack('<d', now), 'PX', RECORD_PX, 'GET')
   if old then
     local t = record(old)
     if t ~= nil and t < 0 then

@@ -67,6 +67,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"IdleExpiry", testIdleExpiry},
 		{"DistinctKeys", testDistinctKeys},
 		{"Concurrent", testConcurrent},
+		{"Optional", testOptional},
+		{"OptionalReleaseAndSettle", testOptionalReleaseAndSettle},
 		{"Ping", testPing},
 	}
 	for _, tt := range tests {

@@ -113,7 +113,11 @@ func printConfig(w io.Writer, cfg *config.Config) {
 		if len(l.Match) > 0 {
 			line += ", when " + humanMatch(l.Match, slices.Sorted(maps.Keys(l.Match)))
 		}
-		line += ", on store error " + l.OnStoreError.String()
+		if l.Mode == accounting.Shadow {
+			line += ", shadow: counted, never enforced"
+		} else {
+			line += ", on store error " + l.OnStoreError.String()
+		}
 		fmt.Fprintln(w, line)
 	}
 }
