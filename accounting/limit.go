@@ -27,6 +27,9 @@ type Limit struct {
 	Burst    int64
 	Window   time.Duration
 	Calendar Calendar
+	// Location is the time zone of a calendar window's days and months;
+	// nil means UTC.
+	Location *time.Location
 	// OnStoreError decides admission when the store cannot be reached.
 	OnStoreError FailMode
 	// Mode is Enforce (the zero value) or Shadow: counted, never
@@ -38,8 +41,11 @@ type Limit struct {
 // the window, or a token bucket's refill period; a calendar month as 31
 // days, its longest.
 func (l *Limit) policyWindow() time.Duration {
-	if l.Calendar == CalendarMonth {
+	switch l.Calendar {
+	case CalendarMonth:
 		return 31 * 24 * time.Hour
+	case CalendarDay:
+		return 24 * time.Hour
 	}
 	return l.Window
 }
@@ -100,8 +106,15 @@ func (l *Limit) Validate() error {
 		if l.Algorithm != FixedWindow {
 			bad("window", "a calendar month needs algorithm fixed_window")
 		}
+	case CalendarDay:
+		if l.Algorithm != FixedWindow {
+			bad("window", "a calendar day needs algorithm fixed_window")
+		}
 	default:
 		bad("window", "unknown calendar %d", l.Calendar)
+	}
+	if l.Location != nil && l.Calendar == NoCalendar {
+		bad("time_zone", "only a calendar window (day or month) has a time zone")
 	}
 	if l.OnStoreError > FailOpen {
 		bad("on_store_error", "unknown fail mode %d", l.OnStoreError)
@@ -187,5 +200,6 @@ func (l *Limit) Counter(attrs Attributes) Counter {
 		Burst:     l.Burst,
 		Window:    l.Window,
 		Calendar:  l.Calendar,
+		Location:  l.Location,
 	}
 }

@@ -101,6 +101,8 @@ type Counter struct {
 	Burst     int64
 	Window    time.Duration
 	Calendar  Calendar
+	// Location is the time zone of a calendar window; nil means UTC.
+	Location *time.Location
 }
 
 // Capacity is the most the counter can hold.

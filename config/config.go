@@ -294,6 +294,7 @@ func (c *Config) limits(f *file, p *problems) {
 		if l.Mode, err = accounting.ParseMode(lf.Mode); err != nil {
 			p.add(field+".mode", "%v", err)
 		}
+		timeZone(&l, lf, field, p)
 		for j, attr := range lf.Scope {
 			if !known(attr) {
 				p.add(fmt.Sprintf("%s.scope[%d]", field, j), "%q has no source under identity.attributes (and is not model or api)", attr)

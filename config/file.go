@@ -115,6 +115,7 @@ type limitFile struct {
 	Burst        float64           `yaml:"burst"`
 	OnStoreError string            `yaml:"on_store_error"`
 	Mode         string            `yaml:"mode"`
+	TimeZone     string            `yaml:"time_zone"`
 }
 
 type settlementFile struct {

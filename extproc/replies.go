@@ -103,8 +103,8 @@ func rejection(api llm.API, r *accounting.Reservation, extra []*corev3.HeaderVal
 // per describes a limit's window for messages.
 func per(l *accounting.Limit) string {
 	switch {
-	case l.Calendar == accounting.CalendarMonth:
-		return " per calendar month"
+	case l.Calendar != accounting.NoCalendar:
+		return " per " + l.CalendarName()
 	case l.Algorithm == accounting.TokenBucket:
 		return fmt.Sprintf(" (refilling %s per %s)", formatAmount(l.Dimension, l.Limit), l.Window)
 	}

@@ -24,6 +24,10 @@ const (
 	codeMonth   = 1
 	codeSliding = 2
 	codeBucket  = 3
+	// codeZoned is a calendar window in a time zone (or a UTC calendar
+	// day): its period is its number among the call's zoned items, whose
+	// boundaries the call passes in ARGV[3] (see zones).
+	codeZoned = 4
 	// codeOptional is added to an optional item's code.
 	codeOptional = 8
 )
@@ -48,12 +52,15 @@ func appendNum(b []byte, v int64) []byte {
 // appendCounter appends the algorithm code, limit, capacity and period
 // (µs: the window, or a sliding window's slot) that the functions take for
 // c.
-func appendCounter(b []byte, c *accounting.Counter) ([]byte, error) {
+func appendCounter(b []byte, c *accounting.Counter, z *zones) ([]byte, error) {
 	var code, period int64
 	switch c.Algorithm {
 	case accounting.FixedWindow:
 		code, period = codeFixed, c.Window.Microseconds()
-		if c.Calendar == accounting.CalendarMonth {
+		switch {
+		case c.Zoned() || c.Calendar == accounting.CalendarDay:
+			code, period = codeZoned, z.add(c)
+		case c.Calendar == accounting.CalendarMonth:
 			code, period = codeMonth, 1
 		}
 	case accounting.SlidingWindow:
@@ -101,31 +108,33 @@ func (s *Store) clock() string {
 // recordKey is the Redis key of reservation id's record.
 func (s *Store) recordKey(id string) string { return s.prefix + RecordKeyPrefix + id }
 
-// reserveArgs returns the keys (the items' counters, then the record) and
-// the packed items of req, for tw_reserve and tw_release alike.
-func (s *Store) reserveArgs(req *accounting.ReserveRequest) ([]string, []byte, error) {
+// reserveArgs returns the keys (the items' counters, then the record),
+// the packed items of req and the zoned items' boundaries, for tw_reserve
+// and tw_release alike.
+func (s *Store) reserveArgs(req *accounting.ReserveRequest) ([]string, []byte, zones, error) {
 	n := len(req.Items)
 	keys := make([]string, n+1)
 	items := make([]byte, 0, 8*(counterNums+1)*n)
+	z := zones{s: s}
 	var err error
 	for i := range req.Items {
 		it := &req.Items[i]
 		keys[i] = s.prefix + it.Key
 		at := len(items)
-		if items, err = appendCounter(items, &it.Counter); err != nil {
-			return nil, nil, err
+		if items, err = appendCounter(items, &it.Counter, &z); err != nil {
+			return nil, nil, zones{}, err
 		}
 		if it.Optional {
 			code := numf(string(items[at:at+8]), 0)
 			binary.LittleEndian.PutUint64(items[at:], math.Float64bits(code+codeOptional))
 		}
 		if err := exact(it.Key, it.Amount); err != nil {
-			return nil, nil, err
+			return nil, nil, zones{}, err
 		}
 		items = appendNum(items, it.Amount)
 	}
 	keys[n] = s.recordKey(req.ID)
-	return keys, items, nil
+	return keys, items, z, nil
 }
 
 // Reserve implements [accounting.Store] with one call of tw_reserve.
@@ -136,14 +145,14 @@ func (s *Store) Reserve(ctx context.Context, req accounting.ReserveRequest) (acc
 		// gives, without a record.
 		return accounting.ReserveResult{Admitted: true, States: []accounting.CounterState{}}, nil
 	}
-	keys, items, err := s.reserveArgs(&req)
+	keys, items, z, err := s.reserveArgs(&req)
 	if err != nil {
 		return accounting.ReserveResult{}, err
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	reply, err := s.fcall(ctx, lib.reserve, keys, s.clock(), items).Text()
+	reply, err := s.call(ctx, lib.reserve, keys, items, &z).Text()
 	if err != nil {
 		return accounting.ReserveResult{}, unavailable(err)
 	}
@@ -246,6 +255,7 @@ func num(b string, i int) int64 { return int64(numf(b, i)) }
 func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error {
 	keys := make([]string, 0, len(req.Items)+1)
 	items := make([]byte, 0, 8*(counterNums+2)*len(req.Items))
+	z := zones{s: s}
 	var err error
 	for i := range req.Items {
 		it := &req.Items[i]
@@ -258,7 +268,7 @@ func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error 
 			return err
 		}
 		keys = append(keys, s.prefix+it.Key)
-		if items, err = appendCounter(items, &it.Counter); err != nil {
+		if items, err = appendCounter(items, &it.Counter, &z); err != nil {
 			return err
 		}
 		items = appendNum(items, delta)
@@ -268,7 +278,7 @@ func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error 
 
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	applied, err := s.fcall(ctx, lib.settle, keys, s.clock(), items).Int64()
+	applied, err := s.call(ctx, lib.settle, keys, items, &z).Int64()
 	if err != nil {
 		return unavailable(err)
 	}
@@ -280,13 +290,13 @@ func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error 
 
 // Release implements [accounting.Store] with one call of tw_release.
 func (s *Store) Release(ctx context.Context, req accounting.ReserveRequest) (bool, error) {
-	keys, items, err := s.reserveArgs(&req)
+	keys, items, z, err := s.reserveArgs(&req)
 	if err != nil {
 		return false, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	released, err := s.fcall(ctx, lib.release, keys, s.clock(), items).Int64()
+	released, err := s.call(ctx, lib.release, keys, items, &z).Int64()
 	if err != nil {
 		return false, unavailable(err)
 	}

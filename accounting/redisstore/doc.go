@@ -16,7 +16,9 @@
 // settlement is one FCALL of tw_settle, a release one of tw_release. The
 // Lua is a port of memstore's arithmetic (fixed windows incl. calendar
 // months, sliding windows of SlidingSlots+1 slots, token buckets with
-// float tokens), so a limit behaves the same on both stores; a test drives
+// float tokens; a time zone's days and months picked from boundaries the
+// Go side computes, since Lua knows no zones), so a limit behaves the same
+// on both stores; a test drives
 // both through thousands of random steps on one clock and compares every
 // answer.
 //

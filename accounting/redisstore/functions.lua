@@ -54,7 +54,7 @@ local function fast_reserve(keys, vals, v, n)
     else
       if amount > limit then return false end
       local idx, e
-      if alg == MONTH then
+      if alg == MONTH or alg == ZONED then
         idx, e = window(alg, period, now)
       else
         idx = now / period
@@ -116,6 +116,7 @@ end
 local function reserve(keys, args)
   if not call then init() end
   setclock(args[1])
+  setzones(args[3])
   local v, n = items(args[2], 5)
   for i = 1, n do
     local b = 5 * i - 4
@@ -296,6 +297,7 @@ end
 local function settle_call(keys, args)
   if not call then init() end
   setclock(args[1])
+  setzones(args[3])
   local v, n = items(args[2], 6)
   local rkey = keys[n + 1]
   local rec = call('GETDEL', rkey)
@@ -324,6 +326,7 @@ end
 local function release(keys, args)
   if not call then init() end
   setclock(args[1])
+  setzones(args[3])
   local v, n = items(args[2], 5)
   local rkey = keys[n + 1]
   local raw = call('GET', rkey)

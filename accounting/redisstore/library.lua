@@ -52,13 +52,18 @@
 --
 -- Every call's ARGV[1] is the clock: "0" in production (TIME), or in the
 -- package's tests an offset (µs) added to TIME, or "@" and a frozen time
--- (µs). ARGV[2] packs the items.
+-- (µs). ARGV[2] packs the items; ARGV[3], only when some are calendar
+-- windows in a time zone, their windows' boundaries.
 
 local RING = SLOTS + 1 -- the slots a sliding window holds
 
 -- Algorithm codes, as packed by the Go side. tw_reserve and tw_release
 -- take an optional item's (a shadow limit's) code with OPTIONAL added.
 local FIXED, MONTH, SLIDING, BUCKET = 0, 1, 2, 3
+-- A calendar window in a time zone: its period is its number k among the
+-- call's zoned items, and ARGV[3] holds, as doubles, the boundaries
+-- 4k-3..4k of the windows around the caller's time (see window).
+local ZONED = 4
 local OPTIONAL = 8
 
 -- SKIPPED stands, in tw_reserve's answer, for the level of an optional
@@ -111,6 +116,18 @@ local function setclock(arg)
   else
     local t = call('TIME')
     now, pad = t[1] * 1000000 + t[2] + arg, 0
+  end
+end
+
+-- zb holds the boundaries of the call's zoned items (ARGV[3]), false
+-- when it has none.
+local zb = false
+
+local function setzones(arg)
+  if arg then
+    zb = { sunpack(FMT[#arg / 8] or fmt(#arg / 8), arg) }
+  else
+    zb = false
   end
 end
 

@@ -51,14 +51,25 @@ func TestMatchesMemstore(t *testing.T) {
 func compareWithMemstore(t *testing.T, rs *Store, seed uint64, steps int) {
 	rng := rand.New(rand.NewPCG(seed, 42))
 	// Start a few minutes before a month ends, so that the calendar
-	// window rolls over during the run.
+	// window rolls over during the run (New York's five hours later,
+	// which the steps of about an hour reach).
 	start := time.Date(2026, time.December, 31, 23, 50, 0, 123456000, time.UTC)
 	clock := &manualClock{now: start}
 	ms := memstore.New(memstore.Options{Now: clock.Now})
 	rs.frozen.Store(start.UnixMicro())
 
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newYork, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
 	limits := []accounting.Limit{
 		{Name: "fixed", Algorithm: accounting.FixedWindow, Limit: 100, Window: 10 * time.Second},
+		{Name: "berlin-day", Algorithm: accounting.FixedWindow, Calendar: accounting.CalendarDay, Window: 24 * time.Hour, Limit: 300, Location: berlin},
+		{Name: "new-york-month", Algorithm: accounting.FixedWindow, Calendar: accounting.CalendarMonth, Limit: 1000, Location: newYork},
 		{Name: "fixed-odd", Algorithm: accounting.FixedWindow, Limit: 37, Window: 3700 * time.Millisecond},
 		{Name: "month", Algorithm: accounting.FixedWindow, Calendar: accounting.CalendarMonth, Limit: 1000},
 		{Name: "sliding", Algorithm: accounting.SlidingWindow, Limit: 100, Window: 10 * time.Second},

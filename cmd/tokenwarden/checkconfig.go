@@ -103,8 +103,8 @@ func printConfig(w io.Writer, cfg *config.Config) {
 			scope = "per " + strings.Join(l.Scope, "+")
 		}
 		window := strings.TrimPrefix(humanWindow(l.Window), "1 ") // "per minute", "per 7 days"
-		if l.Calendar == accounting.CalendarMonth {
-			window = "calendar month"
+		if name := l.CalendarName(); name != "" {
+			window = name
 		}
 		line := fmt.Sprintf("  %-24s %s %s per %s, %s, %s", l.Name, formatLimit(l.Dimension, l.Limit), l.Dimension, window, scope, l.Algorithm)
 		if l.Burst > 0 {

@@ -18,6 +18,16 @@ func TestPrintConfigBudgets(t *testing.T) {
 		{"shadow", "limits: [{name: t, dimension: tokens, limit: 5, window: 1m, mode: shadow}]\n", []string{
 			"  t                        5 tokens per minute, global, sliding_window, shadow: counted, never enforced",
 		}},
+		{"time zones", `
+limits:
+  - {name: berlin-day, dimension: tokens, algorithm: fixed_window, limit: 5, window: day, time_zone: Europe/Berlin}
+  - {name: ny-month, dimension: tokens, algorithm: fixed_window, limit: 5, window: month, time_zone: America/New_York}
+  - {name: utc-day, dimension: tokens, algorithm: fixed_window, limit: 5, window: day, time_zone: UTC}
+`, []string{
+			"  berlin-day               5 tokens per calendar day in Europe/Berlin, global, fixed_window, on store error deny",
+			"  ny-month                 5 tokens per calendar month in America/New_York, global, fixed_window, on store error deny",
+			"  utc-day                  5 tokens per day, global, fixed_window, on store error deny",
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
