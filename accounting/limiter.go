@@ -91,7 +91,7 @@ func (o *Options) Validate() error {
 	}
 	for _, model := range slices.Sorted(maps.Keys(o.Prices)) {
 		p := o.Prices[model]
-		errs = append(errs, PrefixFields("models."+model, p.Validate()))
+		errs = append(errs, validPriceKey(model), PrefixFields("models."+model, p.Validate()))
 	}
 	return errors.Join(errs...)
 }

@@ -46,16 +46,14 @@ const DefaultModel = "default"
 
 // Lookup returns the model's price: its own entry, else its family's
 // ([ModelFamily]: a dated snapshot, a Bedrock or Vertex spelling, a
-// fine-tune's base), else the default entry.
+// fine-tune's base), else the longest pattern's that matches, else the
+// default entry (see [Prices.Resolve]).
 func (p Prices) Lookup(model string) (Price, bool) {
 	if pr, ok := p[model]; ok {
 		return pr, true
 	}
-	if pr, ok := p[ModelFamily(model)]; ok {
-		return pr, true
-	}
-	pr, ok := p[DefaultModel]
-	return pr, ok
+	key, how := p.Resolve(model)
+	return p[key], how != NoPrice
 }
 
 // Scale returns the price multiplied by f; f ≤ 0 (unset) or NaN leaves

@@ -95,6 +95,7 @@ func printConfig(w io.Writer, cfg *config.Config) {
 		fmt.Fprintf(w, "identity %s from %s\n", a.Name, src)
 	}
 	fmt.Fprintf(w, "required: %s\n", strings.Join(s.Identity.Required, ", "))
+	printPrices(w, cfg.Accounting.Prices, cfg.Accounting.Limits)
 	limits := cfg.Accounting.Limits
 	fmt.Fprintf(w, "%d limits:\n", len(limits))
 	for _, l := range limits {

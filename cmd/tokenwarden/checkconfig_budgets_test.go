@@ -18,6 +18,22 @@ func TestPrintConfigBudgets(t *testing.T) {
 		{"shadow", "limits: [{name: t, dimension: tokens, limit: 5, window: 1m, mode: shadow}]\n", []string{
 			"  t                        5 tokens per minute, global, sliding_window, shadow: counted, never enforced",
 		}},
+		{"prices", `
+models:
+  gpt-4o: {input: 2.5, cached_input: 1.25, output: 10}
+  gpt-4o*: {input: 40, output: 80}
+  default: {input: 150, output: 600}
+limits:
+  - {name: spend-4o, dimension: cost, limit: 5, window: day, match: {model: gpt-4o-2024-08-06}}
+  - {name: spend-rt, dimension: cost, limit: 5, window: day, match: {model: gpt-4o-realtime-preview}}
+  - {name: spend-o1, dimension: cost, limit: 5, window: day, match: {model: o1-pro}}
+`, []string{
+			"  gpt-4o                   input 2.5, cached input 1.25, cache write 3.125 (1.25× input), cache write 1h 5 (2× input), output 10",
+			"  gpt-4o                   (models): gpt-4o, its own entry",
+			"  gpt-4o-2024-08-06        (limit spend-4o): gpt-4o, its family's entry",
+			"  gpt-4o-realtime-preview  (limit spend-rt): gpt-4o*, the longest pattern",
+			"  o1-pro                   (limit spend-o1): default, the default",
+		}},
 		{"time zones", `
 limits:
   - {name: berlin-day, dimension: tokens, algorithm: fixed_window, limit: 5, window: day, time_zone: Europe/Berlin}
