@@ -101,7 +101,10 @@ type priceFile struct {
 	CachedInput  float64 `yaml:"cached_input"`
 	CacheWrite   float64 `yaml:"cache_write"`
 	CacheWrite1h float64 `yaml:"cache_write_1h"`
+	AudioInput   float64 `yaml:"audio_input"`
 	Output       float64 `yaml:"output"`
+	AudioOutput  float64 `yaml:"audio_output"`
+	ImageOutput  float64 `yaml:"image_output"`
 }
 
 type limitFile struct {

@@ -22,14 +22,17 @@ func TestPrintConfigBudgets(t *testing.T) {
 models:
   gpt-4o: {input: 2.5, cached_input: 1.25, output: 10}
   gpt-4o*: {input: 40, output: 80}
+  gpt-4o-audio-preview: {input: 2.5, audio_input: 40, output: 10, audio_output: 80}
   default: {input: 150, output: 600}
 limits:
   - {name: spend-4o, dimension: cost, limit: 5, window: day, match: {model: gpt-4o-2024-08-06}}
   - {name: spend-rt, dimension: cost, limit: 5, window: day, match: {model: gpt-4o-realtime-preview}}
   - {name: spend-o1, dimension: cost, limit: 5, window: day, match: {model: o1-pro}}
 `, []string{
-			"  gpt-4o                   input 2.5, cached input 1.25, cache write 3.125 (1.25× input), cache write 1h 5 (2× input), output 10",
+			"  gpt-4o                   input 2.5, cached input 1.25, cache write 3.125 (1.25× input), cache write 1h 5 (2× input), audio input 2.5 (input), output 10, audio output 10 (output), image output 10 (output)",
+			"  gpt-4o*                  input 40, cached input 40 (input), cache write 50 (1.25× input), cache write 1h 80 (2× input), audio input 40 (input), output 80, audio output 80 (output), image output 80 (output)",
 			"  gpt-4o                   (models): gpt-4o, its own entry",
+			"  gpt-4o-audio-preview     input 2.5, cached input 2.5 (input), cache write 3.125 (1.25× input), cache write 1h 5 (2× input), audio input 40, output 10, audio output 80, image output 10 (output)",
 			"  gpt-4o-2024-08-06        (limit spend-4o): gpt-4o, its family's entry",
 			"  gpt-4o-realtime-preview  (limit spend-rt): gpt-4o*, the longest pattern",
 			"  o1-pro                   (limit spend-o1): default, the default",

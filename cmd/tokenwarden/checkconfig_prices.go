@@ -57,7 +57,8 @@ func formatPrice(p accounting.Price) string {
 		}
 		return fmt.Sprintf("%g", v)
 	}
-	return fmt.Sprintf("input %g, cached input %s, cache write %s, cache write 1h %s, output %g",
+	return fmt.Sprintf("input %g, cached input %s, cache write %s, cache write 1h %s, audio input %s, output %g, audio output %s, image output %s",
 		p.Input, rate(p.CachedInput, p.Input, "input"), rate(p.CacheWrite, 1.25*p.Input, "1.25× input"),
-		rate(p.CacheWrite1h, 2*p.Input, "2× input"), p.Output)
+		rate(p.CacheWrite1h, 2*p.Input, "2× input"), rate(p.AudioInput, p.Input, "input"), p.Output,
+		rate(p.AudioOutput, p.Output, "output"), rate(p.ImageOutput, p.Output, "output"))
 }
