@@ -106,6 +106,14 @@ type Limiter struct {
 	log         *slog.Logger
 	m           *metrics
 
+	// background is shared with the Limiters made from this one by
+	// [Limiter.Reconfigure].
+	*background
+}
+
+// background is what a Limiter shares with those reconfigured from it:
+// reservation IDs, and the settlements and releases retrying.
+type background struct {
 	idPrefix string
 	idSeq    atomic.Uint64
 
@@ -128,15 +136,11 @@ func New(opts Options) (*Limiter, error) {
 		store:       opts.Store,
 		limits:      byFamily(opts.Limits),
 		prices:      opts.Prices,
-		settleRetry: opts.SettleRetry,
+		settleRetry: settleRetry(opts.SettleRetry),
 		log:         opts.Logger,
 		m:           newMetrics(opts.Registerer),
-		closing:     make(chan struct{}),
+		background:  &background{closing: make(chan struct{})},
 	}
-	if l.settleRetry <= 0 {
-		l.settleRetry = DefaultSettleRetry
-	}
-	l.settleRetry = min(l.settleRetry, MaxSettleRetry)
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}
