@@ -68,6 +68,7 @@ func (e *RefusedError) Error() string { return strconv.Itoa(e.Status) + " " + e.
 // the server's reply. Explain reserves nothing and counts nothing: no
 // identity is read, and no limit is consulted.
 func (s *Server) Explain(path string, body []byte) (*Explanation, error) {
+	s = s.current()
 	t := s.classify(path)
 	if t.api == nil {
 		return &Explanation{}, nil

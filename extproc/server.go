@@ -147,6 +147,9 @@ type Server struct {
 	reasoning []string // compiled HiddenReasoningModels
 	// warnedObservability: the observability-mode warning was logged.
 	warnedObservability atomic.Bool
+	// live is the Server that new streams run on after a Reload; nil
+	// until the first.
+	live atomic.Pointer[Server]
 }
 
 // NewServer returns a Server. It fails without a Limiter, or if
@@ -201,6 +204,8 @@ func (s *Server) warnObservabilityMode() {
 // chunks arrive pipelined, and answering them one by one in arrival order
 // meets that.
 func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
+	// The stream runs on the options in force now, to its end.
+	s = s.current()
 	s.m.streams.Inc()
 	defer s.m.streams.Dec()
 	st := newStream(s, srv.Context())
