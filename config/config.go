@@ -48,6 +48,7 @@ type Config struct {
 	AdminPprof bool
 	Log        Log
 	Store      Store
+	Reload     Reload
 	// Accounting holds the limits and prices; set Store, Logger and
 	// Registerer before passing it to accounting.New.
 	Accounting accounting.Options
@@ -112,6 +113,7 @@ func Parse(data []byte) (*Config, error) {
 	c.models(&f)
 	c.limits(&f, p)
 	c.settlement(&f, p)
+	c.reload(&f, p)
 
 	// What the libraries say about their options, named by the keys of
 	// the file.
