@@ -136,11 +136,15 @@ func New(opts Options) (*Limiter, error) {
 		store:       opts.Store,
 		limits:      byFamily(opts.Limits),
 		prices:      opts.Prices,
-		settleRetry: settleRetry(opts.SettleRetry),
+		settleRetry: opts.SettleRetry,
 		log:         opts.Logger,
 		m:           newMetrics(opts.Registerer),
 		background:  &background{closing: make(chan struct{})},
 	}
+	if l.settleRetry <= 0 {
+		l.settleRetry = DefaultSettleRetry
+	}
+	l.settleRetry = min(l.settleRetry, MaxSettleRetry)
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}

@@ -3,8 +3,6 @@ package accounting
 import (
 	"errors"
 	"fmt"
-	"log/slog"
-	"time"
 )
 
 // Reconfigure returns a Limiter that applies opts' limits, prices and
@@ -33,33 +31,16 @@ func (l *Limiter) Reconfigure(opts Options) (*Limiter, error) {
 		return nil, fmt.Errorf("accounting: Reconfigure cannot change MaxPendingSettlements (%d) to %d",
 			cap(l.retrySlots), opts.MaxPendingSettlements)
 	}
-	if err := opts.Validate(); err != nil {
-		return nil, fmt.Errorf("accounting: invalid options: %w", err)
+	// New sets every default and prepares what it prepares per config;
+	// what it would make for itself alone is replaced by l's.
+	opts.Store, opts.Registerer = l.store, nil
+	if opts.Logger == nil {
+		opts.Logger = l.log
 	}
-	next := &Limiter{
-		store:       l.store,
-		limits:      byFamily(opts.Limits),
-		prices:      opts.Prices,
-		settleRetry: settleRetry(opts.SettleRetry),
-		log:         cmpLogger(opts.Logger, l.log),
-		m:           l.m,
-		background:  l.background,
+	next, err := New(opts)
+	if err != nil {
+		return nil, err
 	}
+	next.m, next.background = l.m, l.background
 	return next, nil
-}
-
-// settleRetry returns how long a Limiter made with Options.SettleRetry d
-// retries: the default for zero, at most MaxSettleRetry.
-func settleRetry(d time.Duration) time.Duration {
-	if d <= 0 {
-		d = DefaultSettleRetry
-	}
-	return min(d, MaxSettleRetry)
-}
-
-func cmpLogger(log, fallback *slog.Logger) *slog.Logger {
-	if log == nil {
-		return fallback
-	}
-	return log
 }
