@@ -21,7 +21,8 @@ type Reload struct {
 
 // reloadFile is the reload section as written.
 type reloadFile struct {
-	// WatchInterval is a duration; "0" or "off" turns the watch off.
+	// WatchInterval is a duration; zero ("0", "0s") or "off" turns the
+	// watch off.
 	WatchInterval string `yaml:"watch_interval"`
 }
 
@@ -33,7 +34,7 @@ func (c *Config) reload(f *file, p *problems) {
 		c.Reload.WatchInterval = 0
 	default:
 		d, err := time.ParseDuration(s)
-		if err != nil || d < MinWatchInterval {
+		if err != nil || (d < MinWatchInterval && d != 0) {
 			p.add("reload.watch_interval", "%q is not a duration of at least %v (or 0 or off)", s, MinWatchInterval)
 		}
 		c.Reload.WatchInterval = d

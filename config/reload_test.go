@@ -18,6 +18,7 @@ func TestParseReload(t *testing.T) {
 		{name: "empty section", yaml: "reload: {}\n", want: config.DefaultWatchInterval},
 		{name: "set", yaml: "reload: {watch_interval: 30s}\n", want: 30 * time.Second},
 		{name: "zero is off", yaml: "reload: {watch_interval: 0}\n", want: 0},
+		{name: "zero duration is off", yaml: "reload: {watch_interval: 0s}\n", want: 0},
 		{name: "off", yaml: "reload: {watch_interval: off}\n", want: 0},
 		{name: "too short", yaml: "reload: {watch_interval: 500ms}\n",
 			wantErr: `config: reload.watch_interval: "500ms" is not a duration of at least 1s (or 0 or off)`},
