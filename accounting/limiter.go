@@ -105,6 +105,7 @@ type Limiter struct {
 	settleRetry time.Duration
 	log         *slog.Logger
 	m           *metrics
+	values      *limitValues
 
 	idPrefix string
 	idSeq    atomic.Uint64
@@ -140,6 +141,7 @@ func New(opts Options) (*Limiter, error) {
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}
+	l.values = newLimitValues(opts.Registerer, l.log)
 	pending := opts.MaxPendingSettlements
 	if pending <= 0 {
 		pending = DefaultMaxPendingSettlements
@@ -294,6 +296,9 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 		lim := &l.limits[i]
 		if !lim.Applies(req.Attributes) || (req.RequestsOnly && lim.Dimension != Requests) {
 			continue
+		}
+		if lim.From != nil {
+			lim = l.values.forRequest(lim, req.Attributes)
 		}
 		var amount int64
 		switch lim.Dimension {
