@@ -266,6 +266,12 @@ func (c *Config) limits(f *file, p *problems) {
 			if l.Burst, err = amount(l.Dimension, lf.Burst); err != nil {
 				p.add(field+".burst", "%v", err)
 			}
+			if lf.LimitFrom != nil {
+				l.From = &accounting.LimitFrom{Attribute: lf.LimitFrom.Attribute}
+				if l.From.Ceiling, err = amount(l.Dimension, lf.LimitFrom.Ceiling); err != nil {
+					p.add(field+".limit_from.ceiling", "%v", err)
+				}
+			}
 		}
 		if lf.Algorithm != "" {
 			if l.Algorithm, err = accounting.ParseAlgorithm(lf.Algorithm); err != nil {
@@ -295,6 +301,9 @@ func (c *Config) limits(f *file, p *problems) {
 			if !known(attr) {
 				p.add(fmt.Sprintf("%s.scope[%d]", field, j), "%q has no source under identity.attributes (and is not model or api)", attr)
 			}
+		}
+		if a := lf.LimitFrom; a != nil && a.Attribute != "" && !known(a.Attribute) {
+			p.add(field+".limit_from.attribute", "%q has no source under identity.attributes", a.Attribute)
 		}
 		for _, attr := range slices.Sorted(maps.Keys(lf.Match)) {
 			if !known(attr) {

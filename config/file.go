@@ -114,6 +114,14 @@ type limitFile struct {
 	Window       string            `yaml:"window"`
 	Burst        float64           `yaml:"burst"`
 	OnStoreError string            `yaml:"on_store_error"`
+	LimitFrom    *limitFromFile    `yaml:"limit_from"`
+}
+
+// limitFromFile takes a limit's value from an identity attribute; the
+// limit's own limit is the value without one.
+type limitFromFile struct {
+	Attribute string  `yaml:"attribute"`
+	Ceiling   float64 `yaml:"ceiling"`
 }
 
 type settlementFile struct {

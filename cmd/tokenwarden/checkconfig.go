@@ -110,6 +110,10 @@ func printConfig(w io.Writer, cfg *config.Config) {
 		if l.Burst > 0 {
 			line += fmt.Sprintf(" (burst %s)", formatLimit(l.Dimension, l.Burst))
 		}
+		if f := l.From; f != nil {
+			line += fmt.Sprintf(", per request from attribute %s up to %s (%s when absent or unusable)",
+				f.Attribute, formatLimit(l.Dimension, f.Ceiling), formatLimit(l.Dimension, l.Limit))
+		}
 		if len(l.Match) > 0 {
 			line += ", when " + humanMatch(l.Match, slices.Sorted(maps.Keys(l.Match)))
 		}
