@@ -182,6 +182,7 @@ func TestExportedMetrics(t *testing.T) {
 		"tokenwarden_requests_total":            {"api", "outcome"},
 		"tokenwarden_decisions_total":           {"outcome"},
 		"tokenwarden_rejections_total":          {"limit"},
+		"tokenwarden_limit_values_total":        {"limit", "source"},
 		"tokenwarden_decision_seconds_bucket":   {"le"},
 		"tokenwarden_tokens_total":              {"api", "kind"},
 		"tokenwarden_settlement_basis_total":    {"basis"},
