@@ -237,6 +237,14 @@ func (c *Config) estimation(f *file, p *problems) {
 	c.Server.DefaultOutputCap = e.DefaultOutputCap
 	c.Server.InjectOutputCap = e.InjectOutputCap == nil || *e.InjectOutputCap
 	c.Server.InjectStreamUsage = e.InjectStreamUsage == nil || *e.InjectStreamUsage
+	lo := &e.LearnedOutput
+	c.Server.LearnedOutput = extproc.LearnedOutput{Enabled: lo.Enabled, Quantile: lo.Quantile, MinSamples: lo.MinSamples,
+		DecaySamples: lo.DecaySamples, Floor: lo.Floor, MaxKeys: lo.MaxKeys, Scope: lo.Scope}
+	for i, attr := range lo.Scope {
+		if _, ok := f.Identity.Attributes[attr]; !ok && attr != extproc.AttributeModel && attr != extproc.AttributeAPI && attr != "" {
+			p.add(fmt.Sprintf("estimation.learned_output.scope[%d]", i), "%q has no source under identity.attributes", attr)
+		}
+	}
 }
 
 func (c *Config) models(f *file) {

@@ -83,6 +83,18 @@ type estimationFile struct {
 	DefaultOutputCap  int64           `yaml:"default_output_cap"`
 	InjectOutputCap   *bool           `yaml:"inject_output_cap"`
 	InjectStreamUsage *bool           `yaml:"inject_stream_usage"`
+	LearnedOutput     learnedFile     `yaml:"learned_output"`
+}
+
+// learnedFile turns on learned output estimates (off unless enabled).
+type learnedFile struct {
+	Enabled      bool     `yaml:"enabled"`
+	Quantile     float64  `yaml:"quantile"`
+	MinSamples   int64    `yaml:"min_samples"`
+	DecaySamples int64    `yaml:"decay_samples"`
+	Floor        int64    `yaml:"floor"`
+	MaxKeys      int      `yaml:"max_keys"`
+	Scope        []string `yaml:"scope"`
 }
 
 type modelRuleFile struct {

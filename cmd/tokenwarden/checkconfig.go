@@ -62,6 +62,7 @@ func printConfig(w io.Writer, cfg *config.Config) {
 	fmt.Fprintf(w, "estimation: tokenizer %s, %.2f chars/token, default output cap %d, inject cap %v, inject stream usage %v\n",
 		cmp.Or(cfg.Tokenizer.Mode, tokenizer.ModeApproximate), cmp.Or(cfg.Tokenizer.CharsPerToken, tokenizer.ReferenceCharsPerToken),
 		cmp.Or(s.DefaultOutputCap, extproc.DefaultOutputCap), s.InjectOutputCap, s.InjectStreamUsage)
+	fmt.Fprintln(w, learnedSummary(s.LearnedOutput))
 	reasoning := s.HiddenReasoningModels
 	if reasoning == nil {
 		reasoning = extproc.DefaultHiddenReasoningModels
