@@ -191,6 +191,11 @@ func TestExportedMetrics(t *testing.T) {
 		"tokenwarden_store_errors_total":        {"op"},
 		"tokenwarden_streams_open":              nil,
 		"tokenwarden_panics_total":              nil,
+
+		"tokenwarden_learned_output_requests_total":         {"estimate"},
+		"tokenwarden_learned_output_tokens_total":           {"kind"},
+		"tokenwarden_learned_output_overshoot_tokens_total": nil,
+		"tokenwarden_learned_output_keys":                   nil,
 	}
 	for name, labels := range want {
 		s, ok := got[name]
