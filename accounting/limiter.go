@@ -141,7 +141,7 @@ func New(opts Options) (*Limiter, error) {
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}
-	l.values = newLimitValues(opts.Registerer, l.log)
+	l.values = newLimitValues(opts.Registerer, l.log, l.limits)
 	pending := opts.MaxPendingSettlements
 	if pending <= 0 {
 		pending = DefaultMaxPendingSettlements

@@ -173,10 +173,13 @@ func (l *Limit) validateFrom() error {
 // values came from, and logs the unusable ones.
 type limitValues struct {
 	counts *prometheus.CounterVec // limit, source
-	log    *slog.Logger
+	// byLimit holds the children of counts for each limit with a
+	// LimitFrom, found once rather than on every request.
+	byLimit map[string]*[numValueSources]prometheus.Counter
+	log     *slog.Logger
 }
 
-func newLimitValues(reg prometheus.Registerer, log *slog.Logger) *limitValues {
+func newLimitValues(reg prometheus.Registerer, log *slog.Logger, limits []Limit) *limitValues {
 	v := &limitValues{
 		counts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokenwarden_limit_values_total",
@@ -186,6 +189,17 @@ func newLimitValues(reg prometheus.Registerer, log *slog.Logger) *limitValues {
 	}
 	if reg != nil {
 		reg.MustRegister(v.counts)
+	}
+	v.byLimit = make(map[string]*[numValueSources]prometheus.Counter)
+	for i := range limits {
+		if limits[i].From == nil {
+			continue
+		}
+		c := new([numValueSources]prometheus.Counter)
+		for s := range c {
+			c[s] = v.counts.WithLabelValues(limits[i].Name, LimitValueSource(s).String())
+		}
+		v.byLimit[limits[i].Name] = c
 	}
 	return v
 }
@@ -199,7 +213,9 @@ const maxLoggedValue = 64
 // headers all state the limit this request was held to.
 func (v *limitValues) forRequest(lim *Limit, attrs Attributes) *Limit {
 	value, src := lim.ValueFor(attrs)
-	v.counts.WithLabelValues(lim.Name, src.String()).Inc()
+	if c := v.byLimit[lim.Name]; c != nil {
+		c[src].Inc()
+	}
 	if src == ValueInvalid {
 		s, _ := attrs.Get(lim.From.Attribute)
 		if len(s) > maxLoggedValue {
