@@ -3,6 +3,7 @@ package accounting_test
 import (
 	"bytes"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -228,3 +229,77 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels ..
 }
 
 func ptr(s string) *string { return &s }
+
+// TestLimitFromKeepsTiers: a limit matched to one tier takes its value
+// from the attribute only for that tier's requests; a free-tier tenant
+// that carries a generous value is still held to the free tier's fixed
+// limit.
+func TestLimitFromKeepsTiers(t *testing.T) {
+	free := limit("free-tpm", accounting.Tokens, 100, "tenant")
+	free.Match = map[string]string{"tier": "free"}
+	pro := fromLimit(accounting.Tokens)
+	pro.Name, pro.Match = "pro-tpm", map[string]string{"tier": "pro"}
+	l := newLimiter(t, memstore.New(memstore.Options{}), free, pro)
+	reserve := func(tier string, tokens int64) *accounting.Reservation {
+		t.Helper()
+		attrs := accounting.Attributes{{Name: "tenant", Value: tier + "-tenant"}, {Name: "tier", Value: tier}, {Name: "quota", Value: "900"}}
+		r, err := l.Reserve(t.Context(), accounting.Request{Attributes: attrs, Estimate: accounting.Estimate{InputTokens: tokens}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := reserve("free", 101); r.Admitted || r.Trip.Limit.Name != "free-tpm" || !r.Trip.NeverFits {
+		t.Errorf("free tier, 101 tokens: admitted %v by %+v; want refused by free-tpm, never fitting its 100", r.Admitted, r.Trip)
+	}
+	if r := reserve("pro", 900); !r.Admitted || r.Dims[accounting.Tokens].Limit != 900 {
+		t.Errorf("pro tier, 900 tokens: admitted %v, limit %d; want admitted on the value 900", r.Admitted, r.Dims[accounting.Tokens].Limit)
+	}
+}
+
+// FuzzLimitValue: whatever an attribute holds, the value is the
+// limit's own, the ceiling, or a positive amount up to the ceiling; and
+// a plain decimal whole number within the bounds is taken as it is.
+func FuzzLimitValue(f *testing.F) {
+	for _, s := range []string{"", "0", "1", "750", "1000", "1001", "-5", "+5", " 5", "5 ", "1e3", "0x10", "1_000", "2.5", ".5", "5.",
+		"99999999999999999999999", "00000000000000000000000750", "NaN", "Inf", "1.0000005", "٣", "１２"} {
+		f.Add(s, true)
+		f.Add(s, false)
+	}
+	f.Fuzz(func(t *testing.T, s string, cost bool) {
+		d := accounting.Tokens
+		if cost {
+			d = accounting.Cost
+		}
+		l := fromLimit(d)
+		got, src := l.ValueFor(accounting.Attributes{{Name: "quota", Value: s}})
+		switch src {
+		case accounting.ValueInvalid:
+			if got != l.Limit {
+				t.Fatalf("%q: invalid, but value %d, not the limit's own %d", s, got, l.Limit)
+			}
+		case accounting.ValueCeiling:
+			if got != l.From.Ceiling {
+				t.Fatalf("%q: ceiling, but value %d, not %d", s, got, l.From.Ceiling)
+			}
+		case accounting.ValueFromAttribute:
+			if got < 1 || got > l.From.Ceiling {
+				t.Fatalf("%q: value %d outside 1..%d", s, got, l.From.Ceiling)
+			}
+		default:
+			t.Fatalf("%q: source %s", s, src)
+		}
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil && !cost && s[0] >= '0' && s[0] <= '9' {
+			want, wantSrc := n, accounting.ValueFromAttribute
+			switch {
+			case n == 0:
+				want, wantSrc = l.Limit, accounting.ValueInvalid
+			case n > l.From.Ceiling:
+				want, wantSrc = l.From.Ceiling, accounting.ValueCeiling
+			}
+			if got != want || src != wantSrc {
+				t.Fatalf("%q: got %d (%s), want %d (%s)", s, got, src, want, wantSrc)
+			}
+		}
+	})
+}
