@@ -24,6 +24,8 @@ func TestParseLearnedOutput(t *testing.T) {
 			"config: estimation.learned_output.min_samples: -1 is below 1"},
 		{"memory below min samples", "estimation: {learned_output: {enabled: true, min_samples: 100, decay_samples: 10}}\n", extproc.LearnedOutput{},
 			"config: estimation.learned_output.decay_samples: 10 is below min_samples (100)"},
+		{"memory too long", "estimation: {learned_output: {enabled: true, decay_samples: 2000000}}\n", extproc.LearnedOutput{},
+			"config: estimation.learned_output.decay_samples: 2000000 is above 1000000"},
 		{"floor too large", "estimation: {learned_output: {enabled: true, floor: 3000000000}}\n", extproc.LearnedOutput{},
 			"config: estimation.learned_output.floor: 3000000000 is outside 1..2147483647"},
 		{"too many keys", "estimation: {learned_output: {enabled: true, max_keys: 2000000}}\n", extproc.LearnedOutput{},

@@ -108,8 +108,11 @@ func (o *LearnedOutput) Validate() error {
 	if d.MinSamples < 1 {
 		bad("min_samples", "%d is below 1", o.MinSamples)
 	}
-	if d.DecaySamples < d.MinSamples {
+	switch {
+	case d.DecaySamples < d.MinSamples:
 		bad("decay_samples", "%d is below min_samples (%d)", d.DecaySamples, d.MinSamples)
+	case d.DecaySamples > learned.MaxDecaySamples:
+		bad("decay_samples", "%d is above %d", d.DecaySamples, learned.MaxDecaySamples)
 	}
 	if d.Floor < 1 || d.Floor > MaxOutputCap {
 		bad("floor", "%d is outside 1..%d", o.Floor, MaxOutputCap)

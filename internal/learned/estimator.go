@@ -22,6 +22,10 @@ type Key struct {
 // is mostly padding) is not learned, and its requests reserve their cap.
 const MaxKeyBytes = 2048
 
+// MaxDecaySamples is the longest memory a sketch can have: its float32
+// weights tell a decay of 1 − 1/MaxDecaySamples from none.
+const MaxDecaySamples = 1_000_000
+
 // Options configure an Estimator. Every field is required: the caller
 // owns the defaults.
 type Options struct {
@@ -31,7 +35,8 @@ type Options struct {
 	// before its estimate is given.
 	MinSamples int64
 	// DecaySamples is the memory of a sketch: each sample decays the
-	// older ones by 1 − 1/DecaySamples. At least MinSamples.
+	// older ones by 1 − 1/DecaySamples. At least MinSamples, at most
+	// MaxDecaySamples.
 	DecaySamples int64
 	// Floor is the least estimate given.
 	Floor int64
@@ -48,8 +53,11 @@ func (o *Options) Validate() error {
 	if o.MinSamples < 1 {
 		errs = append(errs, fmt.Errorf("min_samples %d is below 1", o.MinSamples))
 	}
-	if o.DecaySamples < max(o.MinSamples, 1) {
+	switch {
+	case o.DecaySamples < max(o.MinSamples, 1):
 		errs = append(errs, fmt.Errorf("decay_samples %d is below min_samples", o.DecaySamples))
+	case o.DecaySamples > MaxDecaySamples:
+		errs = append(errs, fmt.Errorf("decay_samples %d is above %d", o.DecaySamples, MaxDecaySamples))
 	}
 	if o.Floor < 1 || o.Floor > MaxSample {
 		errs = append(errs, fmt.Errorf("floor %d is outside 1..%d", o.Floor, MaxSample))

@@ -31,6 +31,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"quantile NaN", func(o *Options) { o.Quantile = math.NaN() }, "quantile NaN"},
 		{"no min samples", func(o *Options) { o.MinSamples = 0 }, "min_samples 0 is below 1"},
 		{"memory below min samples", func(o *Options) { o.DecaySamples = 2 }, "decay_samples 2 is below min_samples"},
+		{"memory too long", func(o *Options) { o.DecaySamples = MaxDecaySamples + 1 }, "decay_samples 1000001 is above 1000000"},
 		{"no floor", func(o *Options) { o.Floor = 0 }, "floor 0 is outside"},
 		{"floor too large", func(o *Options) { o.Floor = MaxSample + 1 }, "floor 2147483648 is outside"},
 		{"no keys", func(o *Options) { o.MaxKeys = 0 }, "max_keys 0 is below 1"},
