@@ -23,3 +23,29 @@ func TestLearnedLifecycleAllocs(t *testing.T) {
 		t.Errorf("allocations per lifecycle: %.0f learning, %.0f without; want no more", with, base)
 	}
 }
+
+// BenchmarkProcessLearned is BenchmarkProcess's lifecycle with learned
+// output estimates on and learned, beside the same server without them.
+func BenchmarkProcessLearned(b *testing.B) {
+	msgs := lifecycleMessages(b, "t1")
+	learning := lifecycleServer(b)
+	l, err := newLearner(LearnedOutput{Enabled: true, MinSamples: 1}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	learning.learned = l
+	for _, tc := range []struct {
+		name string
+		p    processor
+	}{
+		{"off", lifecycleServer(b)},
+		{"learned", learning},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				replay(b, tc.p, msgs)
+			}
+		})
+	}
+}

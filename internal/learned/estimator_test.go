@@ -186,3 +186,17 @@ func TestConcurrent(t *testing.T) {
 		t.Errorf("recency list holds %d entries, map %d", n, len(e.keys))
 	}
 }
+
+// BenchmarkObserveEstimate is one request's cost: an estimate at
+// admission and a sample at settlement, on a held key.
+func BenchmarkObserveEstimate(b *testing.B) {
+	e := newEstimator(b, Options{Quantile: 0.95, MinSamples: 1, DecaySamples: 1000, Floor: 16, MaxKeys: 16})
+	k := Key{API: "openai.chat", Model: "gpt-4o-mini"}
+	b.ReportAllocs()
+	i := int64(0)
+	for b.Loop() {
+		e.Estimate(k)
+		e.Observe(k, 100+i%400)
+		i++
+	}
+}
