@@ -105,6 +105,7 @@ type Limiter struct {
 	settleRetry time.Duration
 	log         *slog.Logger
 	m           *metrics
+	values      *limitValues
 
 	// background is shared with the Limiters made from this one by
 	// [Limiter.Reconfigure].
@@ -148,6 +149,7 @@ func New(opts Options) (*Limiter, error) {
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}
+	l.values = newLimitValues(opts.Registerer, l.log, l.limits)
 	pending := opts.MaxPendingSettlements
 	if pending <= 0 {
 		pending = DefaultMaxPendingSettlements
@@ -302,6 +304,9 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 		lim := &l.limits[i]
 		if !lim.Applies(req.Attributes) || (req.RequestsOnly && lim.Dimension != Requests) {
 			continue
+		}
+		if lim.From != nil {
+			lim = l.values.forRequest(lim, req.Attributes)
 		}
 		var amount int64
 		switch lim.Dimension {

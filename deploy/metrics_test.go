@@ -202,6 +202,12 @@ func TestExportedMetrics(t *testing.T) {
 		"tokenwarden_config_last_reload_successful":                nil,
 		"tokenwarden_config_last_reload_success_timestamp_seconds": nil,
 		"tokenwarden_config_info":                                  {"sha256"},
+		"tokenwarden_limit_values_total":                           {"limit", "source"},
+
+		"tokenwarden_learned_output_requests_total":         {"estimate"},
+		"tokenwarden_learned_output_tokens_total":           {"kind"},
+		"tokenwarden_learned_output_overshoot_tokens_total": nil,
+		"tokenwarden_learned_output_keys":                   nil,
 	}
 	for name, labels := range want {
 		s, ok := got[name]
