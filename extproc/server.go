@@ -149,6 +149,7 @@ type Server struct {
 	m         *metrics
 	reasoning []string // compiled HiddenReasoningModels
 	learned   *learner // nil unless LearnedOutput is on
+	lm        *learnedMetrics
 	// warnedObservability: the observability-mode warning was logged.
 	warnedObservability atomic.Bool
 	// live is the Server that new streams run on after a Reload; nil
@@ -177,11 +178,13 @@ func NewServer(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	learned, err := newLearner(opts.LearnedOutput, opts.Registerer)
+	lm := newLearnedMetrics(opts.Registerer)
+	learned, err := newLearner(opts.LearnedOutput, lm)
 	if err != nil {
 		return nil, fmt.Errorf("extproc: invalid options: %w", err)
 	}
-	return &Server{opts: opts, log: log, m: newMetrics(opts.Registerer), reasoning: reasoning, learned: learned}, nil
+	lm.live.Store(learned)
+	return &Server{opts: opts, log: log, m: newMetrics(opts.Registerer), reasoning: reasoning, learned: learned, lm: lm}, nil
 }
 
 // hiddenReasoning reports whether model belongs to a family that reasons
