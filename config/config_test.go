@@ -274,6 +274,9 @@ func TestParseErrors(t *testing.T) {
 		{"value instead of a list", "identity: {required: tenant}\n", `config: identity.required: must be a list, not "tenant"`},
 		{"not a number", limitsConfig("{name: a, dimension: tokens, limit: lots, window: 1m}"), `config: limits[0].limit: "lots" is not a number`},
 		{"not a whole number", "store: {redis: {pool_size: many}}\n", `config: store.redis.pool_size: "many" is not a whole number`},
+		// yaml.v3 alone would cut these to 2 and 100.
+		{"fraction for a count", "store: {redis: {pool_size: 2.5}}\n", `config: store.redis.pool_size: "2.5" is not a whole number`},
+		{"fraction for a cap", "estimation: {default_output_cap: 100.7}\n", `config: estimation.default_output_cap: "100.7" is not a whole number`},
 		{"not a boolean", "admin_pprof: sometimes\n", `config: admin_pprof: "sometimes" is not true or false`},
 		{"bad merge", "store: {<<: [x]}\n", `config: store: merges "x"; a merge key (<<) takes a mapping or a list of them`},
 
