@@ -18,6 +18,7 @@ type file struct {
 	Azure               azureFile            `yaml:"azure"`
 	ServiceTiers        map[string]float64   `yaml:"service_tiers"`
 	RateLimitHeaders    rateLimitHeadersFile `yaml:"rate_limit_headers"`
+	Tracing             *tracingFile         `yaml:"tracing"`
 }
 
 // rateLimitHeadersFile switches the rate-limit header families besides
