@@ -278,7 +278,7 @@ func (st *stream) reserve(req accounting.Request) (resp *extprocv3.ProcessingRes
 		return unavailable(api), true
 	}
 	if !res.Admitted {
-		st.count(api, "rejected")
+		st.count(api, string(res.Outcome()))
 		if st.s.log.Enabled(st.ctx, slog.LevelDebug) {
 			st.s.log.Debug("rejected", "api", apiName(api), "limit", res.Trip.Limit.Name,
 				"requested", res.Trip.Requested, "retry_after", res.Trip.RetryAfter, "never_fits", res.Trip.NeverFits)
@@ -293,6 +293,6 @@ func (st *stream) reserve(req accounting.Request) (resp *extprocv3.ProcessingRes
 		return resp, true
 	}
 	st.res = res
-	st.count(api, "admitted")
+	st.count(api, string(res.Outcome()))
 	return nil, false
 }

@@ -203,25 +203,50 @@ func TestTraceUnsampledParent(t *testing.T) {
 }
 
 func TestTraceRejected(t *testing.T) {
-	sr := tracetest.NewSpanRecorder()
-	r := newRig(t, []accounting.Limit{tokensLimit("tenant-tokens", 100, "tenant")}, withRecorder(sr))
-	resp := r.envoy.Do(t.Context(), tracedChat("a", [2]string{"traceparent", clientParent}), jsonUpstream(200, nil))
-	wantStatus(t, resp, 429)
-	r.envoy.Wait()
-	got := spans(t, sr)
-	dec := got[extproc.SpanDecision]
-	if dec == nil || len(got) != 1 {
-		t.Fatalf("got spans %v, want the decision alone", keys(got))
+	tests := []struct {
+		name    string
+		limit   int64 // each request reserves about 510 tokens
+		outcome string
+	}{
+		{"too little left", 600, "rejected"},
+		{"larger than the limit", 100, "never_fits"},
 	}
-	wantParent(t, dec, clientTrace, clientSpan)
-	wantAttrs(t, dec, map[string]string{
-		extproc.AttrOutcome: "rejected", extproc.AttrLimit: "tenant-tokens", extproc.AttrModel: "gpt-4o-mini",
-	})
-	if _, ok := attr(dec, extproc.AttrRetryAfterMs); !ok {
-		t.Errorf("a rejection's decision has no %s", extproc.AttrRetryAfterMs)
-	}
-	if dec.Status().Code == otelcodes.Error {
-		t.Errorf("a rejection is the limiter doing its job, not an error: got status %v", dec.Status())
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sr := tracetest.NewSpanRecorder()
+			r := newRig(t, []accounting.Limit{tokensLimit("tenant-tokens", tt.limit, "tenant")}, withRecorder(sr))
+			if tt.outcome == "rejected" {
+				// Another trace takes most of the limit, and holds it
+				// (its upstream never answers).
+				r.envoy.Do(t.Context(), tracedChat("a"), func(*envoytest.UpstreamRequest) envoytest.UpstreamResponse {
+					return envoytest.UpstreamResponse{CutBeforeHeaders: true}
+				})
+				r.envoy.Wait()
+			}
+			resp := r.envoy.Do(t.Context(), tracedChat("a", [2]string{"traceparent", clientParent}), jsonUpstream(200, nil))
+			wantStatus(t, resp, 429)
+			r.envoy.Wait()
+			var dec sdktrace.ReadOnlySpan
+			n := 0
+			for _, s := range sr.Ended() {
+				if s.SpanContext().TraceID().String() == clientTrace {
+					dec, n = s, n+1
+				}
+			}
+			if n != 1 || dec.Name() != extproc.SpanDecision {
+				t.Fatalf("got %d spans in the request's trace, want its decision alone", n)
+			}
+			wantParent(t, dec, clientTrace, clientSpan)
+			wantAttrs(t, dec, map[string]string{
+				extproc.AttrOutcome: tt.outcome, extproc.AttrLimit: "tenant-tokens", extproc.AttrModel: "gpt-4o-mini",
+			})
+			if _, ok := attr(dec, extproc.AttrRetryAfterMs); !ok {
+				t.Errorf("a rejection's decision has no %s", extproc.AttrRetryAfterMs)
+			}
+			if dec.Status().Code == otelcodes.Error {
+				t.Errorf("a rejection is the limiter doing its job, not an error: got status %v", dec.Status())
+			}
+		})
 	}
 }
 
