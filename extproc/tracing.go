@@ -37,7 +37,6 @@ const (
 	AttrOutcome         = "tokenwarden.outcome"
 	AttrLimit           = "tokenwarden.limit"
 	AttrRetryAfterMs    = "tokenwarden.retry_after_ms"
-	AttrFailedOpen      = "tokenwarden.failed_open"
 	AttrReservation     = "tokenwarden.reservation"
 	AttrEstimateTokens  = "tokenwarden.estimate.tokens"
 	AttrEstimateCost    = "tokenwarden.estimate.cost_usd"
@@ -154,9 +153,6 @@ func (st *stream) traceDecision(api llm.API, outcome string) {
 		switch {
 		case r.Admitted:
 			attrs = append(attrs, attribute.String(AttrReservation, r.ID))
-			if r.FailedOpen {
-				attrs = append(attrs, attribute.Bool(AttrFailedOpen, true))
-			}
 		case r.Trip.Limit != nil:
 			attrs = append(attrs, attribute.String(AttrLimit, r.Trip.Limit.Name),
 				attribute.Int64(AttrRetryAfterMs, r.Trip.RetryAfter.Milliseconds()))

@@ -280,19 +280,35 @@ func TestTraceRefusals(t *testing.T) {
 }
 
 func TestTraceStoreUnavailable(t *testing.T) {
-	sr := tracetest.NewSpanRecorder()
-	r := newRig(t, []accounting.Limit{tokensLimit("tenant-tokens", 100000, "tenant")}, withRecorder(sr),
-		withStore(failingStore{}))
-	resp := r.envoy.Do(t.Context(), tracedChat("a", [2]string{"traceparent", clientParent}), jsonUpstream(200, nil))
-	wantStatus(t, resp, 503)
-	r.envoy.Wait()
-	dec := spans(t, sr)[extproc.SpanDecision]
-	if dec == nil {
-		t.Fatal("no decision span")
+	allow := tokensLimit("tenant-tokens", 100000, "tenant")
+	allow.OnStoreError = accounting.FailOpen
+	tests := []struct {
+		name    string
+		limit   accounting.Limit
+		status  int
+		outcome string
+		failed  bool // the decision span's status is an error
+	}{
+		{"deny: refused", tokensLimit("tenant-tokens", 100000, "tenant"), 503, "unavailable", true},
+		{"allow: admitted unreserved", allow, 200, "failed_open", false},
 	}
-	wantAttrs(t, dec, map[string]string{extproc.AttrOutcome: "unavailable"})
-	if dec.Status().Code != otelcodes.Error {
-		t.Errorf("status: got %v, want an error: the server could not decide", dec.Status())
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sr := tracetest.NewSpanRecorder()
+			r := newRig(t, []accounting.Limit{tt.limit}, withRecorder(sr), withStore(failingStore{}))
+			resp := r.envoy.Do(t.Context(), tracedChat("a", [2]string{"traceparent", clientParent}),
+				sseUpstream(fixture(t, "openai/chat_stream_usage.sse"), 64, 0))
+			wantStatus(t, resp, tt.status)
+			r.envoy.Wait()
+			dec := spans(t, sr)[extproc.SpanDecision]
+			if dec == nil {
+				t.Fatal("no decision span")
+			}
+			wantAttrs(t, dec, map[string]string{extproc.AttrOutcome: tt.outcome})
+			if failed := dec.Status().Code == otelcodes.Error; failed != tt.failed {
+				t.Errorf("status: got %v, want an error %v", dec.Status(), tt.failed)
+			}
+		})
 	}
 }
 
