@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	otelcodes "go.opentelemetry.io/otel/codes"
@@ -389,6 +390,31 @@ func TestTraceNoopProvider(t *testing.T) {
 	r.envoy.Wait()
 	if got := r.used(t, "tenant-tokens", tenantA); got != 224 {
 		t.Errorf("tokens used: got %d, want 224", got)
+	}
+}
+
+// TestTraceLongModel: a model name of any length costs a span at most
+// MaxSpanModelBytes.
+func TestTraceLongModel(t *testing.T) {
+	sr := tracetest.NewSpanRecorder()
+	r := newRig(t, []accounting.Limit{tokensLimit("tenant-tokens", 1<<40, "tenant")}, withRecorder(sr))
+	model := "gpt-4o-" + strings.Repeat("é", 64<<10)
+	body := []byte(`{"model":"` + model + `","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`)
+	resp := r.envoy.Do(t.Context(), chatRequest("a", body), jsonUpstream(200, fixture(t, "openai/chat_response.json")))
+	wantStatus(t, resp, 200)
+	r.envoy.Wait()
+	got := spans(t, sr)
+	for _, name := range []string{extproc.SpanDecision, extproc.SpanSettlement} {
+		s := got[name]
+		if s == nil {
+			t.Fatalf("no %s span", name)
+		}
+		v, _ := attr(s, extproc.AttrModel)
+		m := v.AsString()
+		if len(m) > extproc.MaxSpanModelBytes+len("…") || !utf8.ValidString(m) || !strings.HasPrefix(model, strings.TrimSuffix(m, "…")) {
+			t.Errorf("%s: model attribute of %d bytes (valid UTF-8 %v), want the name cut to at most %d bytes",
+				name, len(m), utf8.ValidString(m), extproc.MaxSpanModelBytes)
+		}
 	}
 }
 
