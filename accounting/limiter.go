@@ -326,7 +326,6 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 	}
 	if len(items) == 0 {
 		r.Admitted = true
-		l.m.decisions.WithLabelValues("admitted").Inc()
 		return r, nil
 	}
 
@@ -338,13 +337,11 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 			l.releaseLater(ReserveRequest{ID: r.ID, Items: items})
 		}
 		if failClosed {
-			l.m.decisions.WithLabelValues("store_error").Inc()
 			if !errors.Is(err, ErrStoreUnavailable) {
 				err = fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 			}
 			return nil, err
 		}
-		l.m.decisions.WithLabelValues("failed_open").Inc()
 		l.log.Warn("store unavailable; admitting under fail-open limits", "err", err)
 		r.Admitted, r.FailedOpen, r.items = true, true, nil
 		return r, nil
@@ -362,7 +359,6 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 			d := r.items[i].limit.Dimension
 			r.Dims[d] = tighter(r.Dims[d], r.items[i].limit, st)
 		}
-		l.m.decisions.WithLabelValues("admitted").Inc()
 		return r, nil
 	}
 	trip, ok := pickTrip(r.items, res.States)
@@ -375,11 +371,6 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 		Window: r.Trip.Limit.policyWindow(),
 	}
 	r.items = nil
-	outcome := "rejected"
-	if r.Trip.NeverFits {
-		outcome = "never_fits"
-	}
-	l.m.decisions.WithLabelValues(outcome).Inc()
 	l.m.rejectedBy.WithLabelValues(r.Trip.Limit.Name).Inc()
 	return r, nil
 }

@@ -61,6 +61,9 @@ type Config struct {
 	// Server.Counter is built from it. Reports on estimates (tokenwarden
 	// estimate, check-config) read it.
 	Tokenizer tokenizer.Config
+	// Tracing is the tracing section; nil (no section) means off. Its
+	// identity attributes are Server.TraceAttributes.
+	Tracing *Tracing
 }
 
 // Log is the log section.
@@ -114,6 +117,7 @@ func Parse(data []byte) (*Config, error) {
 	c.limits(&f, p)
 	c.settlement(&f, p)
 	c.reload(&f, p)
+	c.tracing(&f, p)
 
 	// What the libraries say about their options, named by the keys of
 	// the file.

@@ -19,6 +19,7 @@ type file struct {
 	ServiceTiers        map[string]float64   `yaml:"service_tiers"`
 	RateLimitHeaders    rateLimitHeadersFile `yaml:"rate_limit_headers"`
 	Reload              reloadFile           `yaml:"reload"`
+	Tracing             *tracingFile         `yaml:"tracing"`
 }
 
 // rateLimitHeadersFile switches the rate-limit header families besides
