@@ -17,6 +17,9 @@ const (
 	Tokens
 	// Cost counts micro-dollars priced from the model's price table.
 	Cost
+	// Concurrent counts requests in flight: one lease per admitted
+	// request, returned at its settlement (see [Leases]).
+	Concurrent
 
 	numDimensions
 )
@@ -30,6 +33,8 @@ func (d Dimension) String() string {
 		return "tokens"
 	case Cost:
 		return "cost"
+	case Concurrent:
+		return "concurrent"
 	}
 	return "dimension(" + strconv.Itoa(int(d)) + ")"
 }
@@ -43,8 +48,10 @@ func ParseDimension(s string) (Dimension, error) {
 		return Tokens, nil
 	case "cost":
 		return Cost, nil
+	case "concurrent":
+		return Concurrent, nil
 	}
-	return 0, fmt.Errorf("unknown dimension %q (want requests, tokens or cost)", s)
+	return 0, fmt.Errorf("unknown dimension %q (want requests, tokens, cost or concurrent)", s)
 }
 
 // Algorithm is how a counter forgets past usage.
@@ -64,6 +71,11 @@ const (
 	FixedWindow
 	// TokenBucket refills Limit per Window continuously, up to Burst.
 	TokenBucket
+	// Leases counts the live leases of a [Concurrent] limit: one per
+	// admitted reservation, until it is settled or released or Window
+	// (the lease) passes on the store's clock. It is not named in
+	// config: a concurrent limit always uses it.
+	Leases
 )
 
 // SlidingSlots is how many slots a sliding window is divided into: the
@@ -79,6 +91,8 @@ func (a Algorithm) String() string {
 		return "fixed_window"
 	case TokenBucket:
 		return "token_bucket"
+	case Leases:
+		return "leases"
 	}
 	return "algorithm(" + strconv.Itoa(int(a)) + ")"
 }

@@ -61,6 +61,8 @@ func algorithmCode(a Algorithm, c Calendar) string {
 		return "f"
 	case a == TokenBucket:
 		return "b"
+	case a == Leases:
+		return "c"
 	}
 	return "s"
 }

@@ -187,7 +187,7 @@ type Request struct {
 	PriceFactor float64
 	Estimate    Estimate
 	// RequestsOnly restricts the reservation to limits on the requests
-	// dimension, for calls that are not LLM API calls (their cost is not
+	// and concurrent dimensions, for calls that are not LLM API calls (their cost is not
 	// known, and a token limit in debt must not block them).
 	RequestsOnly bool
 }
@@ -292,12 +292,12 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 	failClosed := false
 	for i := range l.limits {
 		lim := &l.limits[i]
-		if !lim.Applies(req.Attributes) || (req.RequestsOnly && lim.Dimension != Requests) {
+		if !lim.Applies(req.Attributes) || (req.RequestsOnly && lim.Dimension != Requests && lim.Dimension != Concurrent) {
 			continue
 		}
 		var amount int64
 		switch lim.Dimension {
-		case Requests:
+		case Requests, Concurrent:
 			amount = 1
 		case Tokens:
 			amount = req.Estimate.Total()
@@ -348,6 +348,9 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 		for i, st := range res.States {
 			d := r.items[i].limit.Dimension
 			r.Dims[d] = tighter(r.Dims[d], r.items[i].limit, st)
+			if d == Concurrent {
+				l.m.leases.WithLabelValues(r.items[i].limit.Name).Inc()
+			}
 		}
 		l.m.decisions.WithLabelValues("admitted").Inc()
 		return r, nil

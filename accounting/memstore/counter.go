@@ -30,6 +30,10 @@ type counter struct {
 	// token_bucket
 	tokens float64
 	at     int64
+
+	// leases (see leases.go)
+	leases map[string]int64
+	oldest int64
 }
 
 func newCounter(c *accounting.Counter, now int64) *counter {
@@ -50,6 +54,8 @@ func (ct *counter) check(c *accounting.Counter, amount, now int64) accounting.Co
 		return ct.checkFixed(c, amount, now)
 	case accounting.TokenBucket:
 		return ct.checkBucket(c, amount, now)
+	case accounting.Leases:
+		return ct.checkLeases(c, amount, now)
 	}
 	return ct.checkSliding(c, amount, now)
 }

@@ -24,6 +24,7 @@ const (
 	codeMonth   = 1
 	codeSliding = 2
 	codeBucket  = 3
+	codeLeases  = 4
 )
 
 // The functions take their items as one string of little-endian doubles
@@ -54,6 +55,9 @@ func appendCounter(b []byte, c *accounting.Counter) ([]byte, error) {
 		code, period = codeSliding, accounting.SlotLength(c)
 	case accounting.TokenBucket:
 		code, period = codeBucket, c.Window.Microseconds()
+	case accounting.Leases:
+		// The period is the lease.
+		code, period = codeLeases, c.Window.Microseconds()
 	default:
 		return nil, fmt.Errorf("redisstore: counter %q: unknown algorithm %v", c.Key, c.Algorithm)
 	}
@@ -174,6 +178,8 @@ func admitted(c *accounting.Counter, level float64, now int64) accounting.Counte
 	case accounting.TokenBucket:
 		st.Remaining = int64(math.Floor(level))
 		st.Reset = accounting.Micros(accounting.BucketFullIn(c, level))
+	case accounting.Leases:
+		st.Remaining = c.Limit - int64(level)
 	case accounting.SlidingWindow:
 		slot := accounting.SlotLength(c)
 		cur := now / slot
@@ -212,11 +218,16 @@ func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error 
 	var err error
 	for i := range req.Items {
 		it := &req.Items[i]
-		if it.Actual == it.Reserved {
+		delta := it.Actual - it.Reserved
+		switch {
+		case it.Algorithm == accounting.Leases:
+			// A settlement returns the lease, whatever the amounts;
+			// tw_settle acts on a nonzero delta only.
+			delta = -1
+		case delta == 0:
 			// Nothing to book on this counter (the record still goes).
 			continue
 		}
-		delta := it.Actual - it.Reserved
 		if err := exact(it.Key, it.Reserved, it.Actual, delta, it.Mark); err != nil {
 			return err
 		}

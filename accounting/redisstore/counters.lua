@@ -244,6 +244,14 @@ end
 -- memstore's check reduced to its verdict; explain gives the rest.
 local function level(st, amount)
   local alg = st.alg
+  if alg == LEASES then
+    -- Trimming the expired leases changes what no one can see.
+    call('ZREMRANGEBYSCORE', st.key, '-inf', format('%d', now))
+    local u = call('ZCARD', st.key)
+    st.u = u
+    if amount <= st.limit and u + amount <= st.limit then return u end
+    return nil
+  end
   if alg == BUCKET then
     refill(st)
     local t = st.t
@@ -272,7 +280,18 @@ end
 local function explain(st, amount)
   local alg = st.alg
   local rem, reset, fits, retry, never, mark = 0, 0, 0, 0, 0, 0
-  if alg == BUCKET then
+  if alg == LEASES then
+    -- level counted the live leases; when one comes back is not known.
+    local limit, u = st.limit, st.u
+    rem = limit - u
+    if amount > limit then
+      never = 1
+    elseif u + amount <= limit then
+      fits = 1
+    else
+      retry = LEASE_RETRY
+    end
+  elseif alg == BUCKET then
     refill(st)
     local t = st.t
     rem, reset = t - t % 1, full_in(st, t)
@@ -340,7 +359,10 @@ end
 local function settle(st, delta, mark)
   if delta == 0 then return end
   local alg = st.alg
-  if alg == BUCKET then
+  if alg == LEASES then
+    -- The lease goes back, whatever the amounts.
+    call('ZREM', st.key, member)
+  elseif alg == BUCKET then
     refill(st)
     local t = st.t - delta
     if t > st.cap then t = st.cap end
