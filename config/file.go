@@ -114,6 +114,7 @@ type limitFile struct {
 	Window       string            `yaml:"window"`
 	Burst        float64           `yaml:"burst"`
 	OnStoreError string            `yaml:"on_store_error"`
+	Lease        string            `yaml:"lease"`
 }
 
 type settlementFile struct {

@@ -103,6 +103,10 @@ func rejection(api llm.API, r *accounting.Reservation, extra []*corev3.HeaderVal
 // per describes a limit's window for messages.
 func per(l *accounting.Limit) string {
 	switch {
+	case l.Dimension == accounting.Concurrent:
+		// Requests in flight at once; when one ends is not known, so
+		// the retry-after is accounting.ConcurrentRetryAfter.
+		return " in flight at once"
 	case l.Calendar == accounting.CalendarMonth:
 		return " per calendar month"
 	case l.Algorithm == accounting.TokenBucket:

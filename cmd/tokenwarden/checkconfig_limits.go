@@ -1,0 +1,14 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+)
+
+// concurrentLine describes a concurrent limit for check-config: it has
+// no window, only the lease that frees a crashed replica's requests.
+func concurrentLine(l *accounting.Limit, scope string) string {
+	return fmt.Sprintf("  %-24s %d requests in flight at once, %s, leases of a replica that dies free after %s",
+		l.Name, l.Limit, scope, humanWindow(l.Window))
+}
