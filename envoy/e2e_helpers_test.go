@@ -90,6 +90,14 @@ limits:
     algorithm: sliding_window
     limit: 3000
     window: 1m
+  # Only for callers whose token says tier "parallel": two requests in
+  # flight per tenant.
+  - name: e2e-parallel
+    dimension: concurrent
+    scope: [tenant]
+    match: {tier: parallel}
+    limit: 2
+    lease: 10m
 `
 
 // Figures of e2eConfig the tests compute with.
