@@ -76,6 +76,11 @@ const (
 	// (the lease) passes on the store's clock. It is not named in
 	// config: a concurrent limit always uses it.
 	Leases
+	// Lifetime counts usage from the scope's first request on and never
+	// forgets it: a budget for the life of the scope (an agent's run),
+	// not a rate. Window caps the scope's life: from its first request
+	// on, after Window nothing more is admitted (see lifetime.go).
+	Lifetime
 )
 
 // SlidingSlots is how many slots a sliding window is divided into: the
@@ -93,6 +98,8 @@ func (a Algorithm) String() string {
 		return "token_bucket"
 	case Leases:
 		return "leases"
+	case Lifetime:
+		return "lifetime"
 	}
 	return "algorithm(" + strconv.Itoa(int(a)) + ")"
 }
@@ -106,8 +113,10 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 		return FixedWindow, nil
 	case "token_bucket":
 		return TokenBucket, nil
+	case "lifetime":
+		return Lifetime, nil
 	}
-	return 0, fmt.Errorf("unknown algorithm %q (want sliding_window, fixed_window or token_bucket)", s)
+	return 0, fmt.Errorf("unknown algorithm %q (want sliding_window, fixed_window, token_bucket or lifetime)", s)
 }
 
 // Calendar says whether a fixed window follows the calendar rather than a

@@ -63,6 +63,8 @@ func algorithmCode(a Algorithm, c Calendar) string {
 		return "b"
 	case a == Leases:
 		return "c"
+	case a == Lifetime:
+		return "l"
 	}
 	return "s"
 }

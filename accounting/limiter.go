@@ -218,6 +218,12 @@ type Trip struct {
 	RetryAfter time.Duration
 	// NeverFits reports a request larger than the limit's capacity.
 	NeverFits bool
+	// Final reports a refusal by a [Lifetime] limit: the budget is for
+	// the scope's whole life, so the same request will never fit.
+	Final bool
+	// Expired reports, with Final, that the scope's wall-clock cap has
+	// passed.
+	Expired bool
 }
 
 // DimState is one dimension's rate-limit figures.
@@ -366,8 +372,11 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 	}
 	r.items = nil
 	outcome := "rejected"
-	if r.Trip.NeverFits {
+	switch {
+	case r.Trip.NeverFits:
 		outcome = "never_fits"
+	case r.Trip.Final:
+		outcome = "run_over"
 	}
 	l.m.decisions.WithLabelValues(outcome).Inc()
 	l.m.rejectedBy.WithLabelValues(r.Trip.Limit.Name).Inc()
@@ -386,9 +395,13 @@ func tighter(cur DimState, lim *Limit, st CounterState) DimState {
 }
 
 // pickTrip names the limit that frees last among those that did not fit:
-// one the request can never fit first, else the largest RetryAfter.
+// one the request can never fit first (too large for it, or a lifetime
+// budget), else the largest RetryAfter.
 func pickTrip(items []reservedItem, states []CounterState) (Trip, bool) {
 	best := -1
+	never := func(i int) bool {
+		return states[i].NeverFits || items[i].limit.Algorithm == Lifetime
+	}
 	for i, st := range states {
 		if st.Fits {
 			continue
@@ -398,7 +411,7 @@ func pickTrip(items []reservedItem, states []CounterState) (Trip, bool) {
 			continue
 		}
 		b := states[best]
-		if (st.NeverFits && !b.NeverFits) || (st.NeverFits == b.NeverFits && st.RetryAfter > b.RetryAfter) {
+		if (never(i) && !never(best)) || (never(i) == never(best) && st.RetryAfter > b.RetryAfter) {
 			best = i
 		}
 	}
@@ -413,5 +426,7 @@ func pickTrip(items []reservedItem, states []CounterState) (Trip, bool) {
 		Reset:      st.Reset,
 		RetryAfter: st.RetryAfter,
 		NeverFits:  st.NeverFits,
+		Final:      items[best].limit.Algorithm == Lifetime,
+		Expired:    st.Expired,
 	}, true
 }

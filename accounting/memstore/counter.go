@@ -56,6 +56,8 @@ func (ct *counter) check(c *accounting.Counter, amount, now int64) accounting.Co
 		return ct.checkBucket(c, amount, now)
 	case accounting.Leases:
 		return ct.checkLeases(c, amount, now)
+	case accounting.Lifetime:
+		return ct.checkLifetime(c, amount, now)
 	}
 	return ct.checkSliding(c, amount, now)
 }
@@ -64,6 +66,8 @@ func (ct *counter) check(c *accounting.Counter, amount, now int64) accounting.Co
 // counter afterwards.
 func (ct *counter) commit(c *accounting.Counter, amount, now int64, st *accounting.CounterState) {
 	switch c.Algorithm {
+	case accounting.Lifetime:
+		ct.commitLifetime(c, amount, st)
 	case accounting.FixedWindow:
 		ct.used += amount
 		st.Remaining -= amount
@@ -95,6 +99,8 @@ func (ct *counter) settle(c *accounting.Counter, reserved, actual, mark, now int
 		return
 	}
 	switch c.Algorithm {
+	case accounting.Lifetime:
+		ct.settleLifetime(delta, mark)
 	case accounting.FixedWindow:
 		idx, end := accounting.FixedWindowAt(c, now)
 		ct.rollFixed(idx, end)

@@ -141,7 +141,13 @@ func (s *Store) Release(ctx context.Context, req accounting.ReserveRequest) (boo
 		if it.Amount == 0 {
 			continue
 		}
-		s.counterLocked(&it.Counter, now).settle(&it.Counter, it.Amount, 0, markAt(&it.Counter, t), now)
+		ct := s.counterLocked(&it.Counter, now)
+		mark := markAt(&it.Counter, t)
+		if it.Algorithm == accounting.Lifetime {
+			// The run the reservation was charged to, if it still is.
+			mark = ct.window
+		}
+		ct.settle(&it.Counter, it.Amount, 0, mark, now)
 	}
 	return true, nil
 }

@@ -232,6 +232,11 @@ local function state(keys, vals, i, alg, limit, cap, period)
     st.t, st.at, st.keep, st.rate = t, at, keep, rate
   elseif v then
     st.w, st.u = sunpack('<dd', v)
+    if alg == LIFETIME and st.w + period + LIFETIME_GRACE <= now then
+      -- Kept past its time on Redis's clock (memstore would have
+      -- dropped it): a new run.
+      st.w, st.u, st.ttl = false, 0, true
+    end
   else
     st.w, st.u = false, 0
   end
@@ -250,6 +255,15 @@ local function level(st, amount)
     local u = call('ZCARD', st.key)
     st.u = u
     if amount <= st.limit and u + amount <= st.limit then return u end
+    return nil
+  end
+  if alg == LIFETIME then
+    -- A run starts at its first charge; its key is kept until e.
+    local start = st.w or now
+    local e = start + st.period
+    st.e = e + LIFETIME_GRACE
+    local u = st.u
+    if now < e and amount <= st.limit and u + amount <= st.limit then return u end
     return nil
   end
   if alg == BUCKET then
@@ -290,6 +304,19 @@ local function explain(st, amount)
       fits = 1
     else
       retry = LEASE_RETRY
+    end
+  elseif alg == LIFETIME then
+    -- A refusal is final: no retry time. never is 2 once the run's
+    -- wall-clock cap has passed.
+    local start = st.w or now
+    local e, limit, u = start + st.period, st.limit, st.u
+    rem, reset, mark = limit - u, e - now, start
+    if now >= e then
+      never = 2
+    elseif amount > limit then
+      never = 1
+    elseif u + amount <= limit then
+      fits = 1
     end
   elseif alg == BUCKET then
     refill(st)
@@ -362,6 +389,13 @@ local function settle(st, delta, mark)
   if alg == LEASES then
     -- The lease goes back, whatever the amounts.
     call('ZREM', st.key, member)
+  elseif alg == LIFETIME then
+    -- Only the run that was charged: not another one (or none) that
+    -- took its key after it expired.
+    if not st.w or st.w ~= mark then return end
+    local u = st.u + delta
+    if u < 0 then u = 0 end
+    st.u, st.dirty = u, true
   elseif alg == BUCKET then
     refill(st)
     local t = st.t - delta

@@ -4,8 +4,9 @@
 -- side puts two lines in front of them: the shebang, naming the library
 -- after a hash of its code, and
 --
---   local SLOTS, RECORD_TTL, LEASE_RETRY = <accounting.SlidingSlots>,
---     <accounting.RecordTTL in µs>, <accounting.ConcurrentRetryAfter in µs>
+--   local SLOTS, RECORD_TTL, LEASE_RETRY, LIFETIME_GRACE = <accounting.SlidingSlots>,
+--     <accounting.RecordTTL in µs>, <accounting.ConcurrentRetryAfter in µs>,
+--     <accounting.LifetimeGrace in µs>
 --   local V = '<hash>'
 --
 -- V ends every function's name, so that replicas running different
@@ -37,6 +38,7 @@
 --
 -- Counter values, little-endian doubles:
 --   fixed window, calendar month: window index, used
+--   lifetime:                     the run's start (µs), used
 --   token bucket:                 tokens, µs of the last refill, µs until
 --                                 which the key's expiry keeps it
 --   sliding window:               newest slot index n, the total of the
@@ -61,7 +63,7 @@
 local RING = SLOTS + 1 -- the slots a sliding window holds
 
 -- Algorithm codes, as packed by the Go side.
-local FIXED, MONTH, SLIDING, BUCKET, LEASES = 0, 1, 2, 3, 4
+local FIXED, MONTH, SLIDING, BUCKET, LEASES, LIFETIME = 0, 1, 2, 3, 4, 5
 
 -- Redis's API and Lua's libraries are globals of a call, not of loading:
 -- the first call binds them.

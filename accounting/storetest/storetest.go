@@ -69,6 +69,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"Concurrent", testConcurrent},
 	}
 	tests = append(tests, leaseTests...)
+	tests = append(tests, lifetimeTests...)
 	tests = append(tests, struct {
 		name string
 		fn   func(t *testing.T, h Harness)
