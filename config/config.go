@@ -281,8 +281,14 @@ func (c *Config) limits(f *file, p *problems) {
 				p.skip(field+".burst", field+".window")
 			}
 		}
-		if concurrent {
-			// Its window is its lease.
+		lifetime := l.Algorithm == accounting.Lifetime && !concurrent
+		if lifetime {
+			maxDurationOf(&l, &lf, field, p)
+		} else if lf.MaxDuration != "" {
+			p.add(field+".max_duration", "only a lifetime limit has a max_duration")
+		}
+		if concurrent || lifetime {
+			// Its window is its lease, or the run's max duration.
 		} else if l.Window, l.Calendar, err = parseWindow(lf.Window); err != nil {
 			p.add(field+".window", "%v", err)
 		}

@@ -115,6 +115,7 @@ type limitFile struct {
 	Burst        float64           `yaml:"burst"`
 	OnStoreError string            `yaml:"on_store_error"`
 	Lease        string            `yaml:"lease"`
+	MaxDuration  string            `yaml:"max_duration"`
 }
 
 type settlementFile struct {

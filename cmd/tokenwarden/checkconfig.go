@@ -110,6 +110,9 @@ func printConfig(w io.Writer, cfg *config.Config) {
 		if l.Dimension == accounting.Concurrent {
 			line = concurrentLine(&l, scope)
 		}
+		if l.Algorithm == accounting.Lifetime {
+			line = lifetimeLine(&l, scope)
+		}
 		if l.Burst > 0 {
 			line += fmt.Sprintf(" (burst %s)", formatLimit(l.Dimension, l.Burst))
 		}
