@@ -56,6 +56,7 @@ identity:
     tenant: {header: x-tenant-id}
     tier:   {header: x-tier, default: standard}
     user:   {metadata: {namespace: envoy.filters.http.jwt_authn, key: payload, path: [sub]}}
+    run:    {header: x-agent-run-id}
   required: [tenant]
 # An Azure OpenAI deployment serves the model it was created with, whatever
 # the body's "model" says.
@@ -98,6 +99,14 @@ limits:
     match: {tier: parallel}
     limit: 2
     lease: 10m
+  # An agent run's lifetime budget: three steps, for requests that name a
+  # run.
+  - name: e2e-run-steps
+    dimension: requests
+    scope: [run]
+    algorithm: lifetime
+    limit: 3
+    max_duration: 1h
 `
 
 // Figures of e2eConfig the tests compute with.
