@@ -72,9 +72,11 @@ const (
 	// TokenBucket refills Limit per Window continuously, up to Burst.
 	TokenBucket
 	// Leases counts the live leases of a [Concurrent] limit: one per
-	// admitted reservation, until it is settled or released or Window
-	// (the lease) passes on the store's clock. It is not named in
-	// config: a concurrent limit always uses it.
+	// admitted reservation whose item amount is 1 (0 takes none), held
+	// under the reservation's ID until its Settle or Release returns it
+	// (whatever the settled amounts) or Window (the lease) passes on the
+	// store's clock. It is not named in config: a concurrent limit
+	// always uses it.
 	Leases
 	// Lifetime counts usage from the scope's first request on and never
 	// forgets it: a budget for the life of the scope (an agent's run),
