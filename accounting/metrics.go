@@ -13,6 +13,7 @@ type metrics struct {
 	releases     *prometheus.CounterVec // outcome: released|not_applied|lost
 	rejectedBy   *prometheus.CounterVec // limit
 	pendingRetry prometheus.Gauge
+	leases       *prometheus.GaugeVec // limit
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -37,9 +38,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tokenwarden_settlements_pending_retry",
 			Help: "Settlements and releases waiting to be retried after a store failure.",
 		}),
+		leases: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tokenwarden_concurrent_leases",
+			Help: "Leases this replica holds on concurrent limits (requests admitted and not yet settled), by limit.",
+		}, []string{"limit"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.pendingRetry)
+		reg.MustRegister(m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.pendingRetry, m.leases)
 	}
 	return m
 }

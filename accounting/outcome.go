@@ -22,6 +22,9 @@ const (
 	// OutcomeNeverFits: the request is larger than a limit's capacity,
 	// and waiting will not help.
 	OutcomeNeverFits Outcome = "never_fits"
+	// OutcomeRunOver: an agent run's lifetime budget is spent or its
+	// time is up; the run will not be admitted again.
+	OutcomeRunOver Outcome = "run_over"
 )
 
 // Outcome returns the decision's outcome.
@@ -33,6 +36,8 @@ func (d *Decision) Outcome() Outcome {
 		return OutcomeAdmitted
 	case d.Trip.NeverFits:
 		return OutcomeNeverFits
+	case d.Trip.Final:
+		return OutcomeRunOver
 	}
 	return OutcomeRejected
 }

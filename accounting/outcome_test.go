@@ -2,6 +2,7 @@ package accounting_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -13,6 +14,8 @@ import (
 func TestDecisionOutcome(t *testing.T) {
 	failOpen := limit("rpm", accounting.Requests, 10, "tenant")
 	failOpen.OnStoreError = accounting.FailOpen
+	run := limit("run-tokens", accounting.Tokens, 1000, "tenant")
+	run.Algorithm, run.Window = accounting.Lifetime, time.Hour // the window is the run's time cap
 	tests := []struct {
 		name   string
 		limit  accounting.Limit
@@ -25,13 +28,14 @@ func TestDecisionOutcome(t *testing.T) {
 		{"too little left", limit("tpm", accounting.Tokens, 1000, "tenant"), false, 600, accounting.OutcomeRejected},
 		{"larger than the limit", limit("tpm", accounting.Tokens, 1000, "tenant"), false, 2000, accounting.OutcomeNeverFits},
 		{"store down, fail open", failOpen, true, 100, accounting.OutcomeFailedOpen},
+		{"run budget spent", run, false, 600, accounting.OutcomeRunOver},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := &flakyStore{Store: memstore.New(memstore.Options{})}
 			l := newLimiter(t, store, tt.limit)
 			req := accounting.Request{Attributes: tenant, Estimate: accounting.Estimate{InputTokens: tt.tokens}}
-			if tt.want == accounting.OutcomeRejected {
+			if tt.want == accounting.OutcomeRejected || tt.want == accounting.OutcomeRunOver {
 				// Take most of the limit first.
 				if r, err := l.Reserve(t.Context(), req); err != nil || !r.Admitted {
 					t.Fatalf("first reservation: %v", err)

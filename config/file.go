@@ -129,6 +129,8 @@ type limitFile struct {
 	Burst        float64           `yaml:"burst"`
 	OnStoreError string            `yaml:"on_store_error"`
 	LimitFrom    *limitFromFile    `yaml:"limit_from"`
+	Lease        string            `yaml:"lease"`
+	MaxDuration  string            `yaml:"max_duration"`
 }
 
 // limitFromFile takes a limit's value from an identity attribute; the

@@ -32,7 +32,7 @@ type metrics struct {
 // outcomes are the outcome label values of tokenwarden_requests_total:
 // the limiter's (accounting.Outcome) and the server's own refusals. It is
 // the one count of admission outcomes; the limiter keeps none.
-var outcomes = [...]string{"admitted", "failed_open", "rejected", "never_fits", "unavailable", "bad_request", "unauthenticated", "misconfigured", "unmetered"}
+var outcomes = [...]string{"admitted", "failed_open", "rejected", "never_fits", "run_over", "unavailable", "bad_request", "unauthenticated", "misconfigured", "unmetered"}
 
 // bases are the basis label values of tokenwarden_settlement_basis_total.
 var bases = [...]Basis{BasisUsage, BasisEstimate, BasisReserved, BasisRefused, BasisRequest}

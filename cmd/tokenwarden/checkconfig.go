@@ -110,6 +110,12 @@ func printConfig(w io.Writer, cfg *config.Config) {
 			window = "calendar month"
 		}
 		line := fmt.Sprintf("  %-24s %s %s per %s, %s, %s", l.Name, formatLimit(l.Dimension, l.Limit), l.Dimension, window, scope, l.Algorithm)
+		if l.Dimension == accounting.Concurrent {
+			line = concurrentLine(&l, scope)
+		}
+		if l.Algorithm == accounting.Lifetime {
+			line = lifetimeLine(&l, scope)
+		}
 		if l.Burst > 0 {
 			line += fmt.Sprintf(" (burst %s)", formatLimit(l.Dimension, l.Burst))
 		}
