@@ -35,6 +35,10 @@ type Limit struct {
 	// Mode is Enforce (the zero value) or Shadow: counted, never
 	// enforced (see [Mode]).
 	Mode Mode
+	// From takes the limit's value per request from an identity
+	// attribute, bounded by a ceiling, Limit being the value when the
+	// attribute has none; nil means Limit for every request.
+	From *LimitFrom
 }
 
 // policyWindow is the window a header stating the limit's policy names:
@@ -85,8 +89,27 @@ func (l *Limit) Validate() error {
 		}
 		listed[name] = true
 	}
-	if l.Algorithm > TokenBucket {
+	if l.Algorithm > Lifetime {
 		bad("algorithm", "unknown algorithm %d", l.Algorithm)
+	}
+	// Checked before the algorithms that validate their own fields: a
+	// shadow limit and a time zone mean the same for every algorithm.
+	if l.Mode > Shadow {
+		bad("mode", "unknown mode %d", l.Mode)
+	}
+	if l.Location != nil && l.Calendar == NoCalendar {
+		// Concurrent limits and lifetime budgets have no calendar either.
+		bad("time_zone", "only a calendar window (day or month) has a time zone")
+	}
+	if l.Dimension == Concurrent || l.Algorithm == Leases {
+		// A concurrent limit's window is its lease: checked there.
+		errs = append(errs, l.validateConcurrent()...)
+		return errors.Join(errs...)
+	}
+	if l.Algorithm == Lifetime {
+		// Its window is the run's wall-clock cap: checked there.
+		errs = append(errs, l.validateLifetime()...)
+		return errors.Join(errs...)
 	}
 	if l.Limit <= 0 {
 		bad("limit", "must be positive")
@@ -113,15 +136,10 @@ func (l *Limit) Validate() error {
 	default:
 		bad("window", "unknown calendar %d", l.Calendar)
 	}
-	if l.Location != nil && l.Calendar == NoCalendar {
-		bad("time_zone", "only a calendar window (day or month) has a time zone")
-	}
 	if l.OnStoreError > FailOpen {
 		bad("on_store_error", "unknown fail mode %d", l.OnStoreError)
 	}
-	if l.Mode > Shadow {
-		bad("mode", "unknown mode %d", l.Mode)
-	}
+	errs = append(errs, l.validateFrom())
 	return errors.Join(errs...)
 }
 

@@ -105,9 +105,18 @@ type Limiter struct {
 	settleRetry time.Duration
 	log         *slog.Logger
 	m           *metrics
+	values      *limitValues
 	// shadowLogs rate-limits each shadow limit's log lines.
-	shadowLogs map[*Limit]*shadowLog
+	shadowLogs map[string]*shadowLog
 
+	// background is shared with the Limiters made from this one by
+	// [Limiter.Reconfigure].
+	*background
+}
+
+// background is what a Limiter shares with those reconfigured from it:
+// reservation IDs, and the settlements and releases retrying.
+type background struct {
 	idPrefix string
 	idSeq    atomic.Uint64
 
@@ -133,7 +142,7 @@ func New(opts Options) (*Limiter, error) {
 		settleRetry: opts.SettleRetry,
 		log:         opts.Logger,
 		m:           newMetrics(opts.Registerer),
-		closing:     make(chan struct{}),
+		background:  &background{closing: make(chan struct{})},
 	}
 	l.shadowLogs = newShadowLogs(l.limits)
 	if l.settleRetry <= 0 {
@@ -143,6 +152,7 @@ func New(opts Options) (*Limiter, error) {
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}
+	l.values = newLimitValues(opts.Registerer, l.log, l.limits)
 	pending := opts.MaxPendingSettlements
 	if pending <= 0 {
 		pending = DefaultMaxPendingSettlements
@@ -190,7 +200,7 @@ type Request struct {
 	PriceFactor float64
 	Estimate    Estimate
 	// RequestsOnly restricts the reservation to limits on the requests
-	// dimension, for calls that are not LLM API calls (their cost is not
+	// and concurrent dimensions, for calls that are not LLM API calls (their cost is not
 	// known, and a token limit in debt must not block them).
 	RequestsOnly bool
 }
@@ -224,6 +234,12 @@ type Trip struct {
 	RetryAfter time.Duration
 	// NeverFits reports a request larger than the limit's capacity.
 	NeverFits bool
+	// Final reports a refusal by a [Lifetime] limit: the budget is for
+	// the scope's whole life, so the same request will never fit.
+	Final bool
+	// Expired reports, with Final, that the scope's wall-clock cap has
+	// passed.
+	Expired bool
 }
 
 // DimState is one dimension's rate-limit figures.
@@ -298,12 +314,15 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 	failClosed := false
 	for i := range l.limits {
 		lim := &l.limits[i]
-		if !lim.Applies(req.Attributes) || (req.RequestsOnly && lim.Dimension != Requests) {
+		if !lim.Applies(req.Attributes) || (req.RequestsOnly && lim.Dimension != Requests && lim.Dimension != Concurrent) {
 			continue
+		}
+		if lim.From != nil {
+			lim = l.values.forRequest(lim, req.Attributes)
 		}
 		var amount int64
 		switch lim.Dimension {
-		case Requests:
+		case Requests, Concurrent:
 			amount = 1
 		case Tokens:
 			amount = req.Estimate.Total()
@@ -322,7 +341,6 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 	}
 	if len(items) == 0 {
 		r.Admitted = true
-		l.m.decisions.WithLabelValues("admitted").Inc()
 		return r, nil
 	}
 
@@ -335,13 +353,11 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 			l.releaseLater(ReserveRequest{ID: r.ID, Items: items})
 		}
 		if failClosed {
-			l.m.decisions.WithLabelValues("store_error").Inc()
 			if !errors.Is(err, ErrStoreUnavailable) {
 				err = fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 			}
 			return nil, err
 		}
-		l.m.decisions.WithLabelValues("failed_open").Inc()
 		l.log.Warn("store unavailable; admitting under fail-open limits", "err", err)
 		r.Admitted, r.FailedOpen, r.items = true, true, nil
 		return r, nil
@@ -360,15 +376,19 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 			states = l.shadowDecisions(ctx, r, states)
 		}
 		for i, st := range states {
+			d := r.items[i].limit.Dimension
+			if d == Concurrent {
+				// A lease held, a shadow limit's included: settlement
+				// returns every lease left in r.items.
+				l.m.leases.WithLabelValues(r.items[i].limit.Name).Inc()
+			}
 			if r.items[i].limit.Mode == Shadow {
 				// Never in the headers: the client sees the limits
 				// that bind it.
 				continue
 			}
-			d := r.items[i].limit.Dimension
 			r.Dims[d] = tighter(r.Dims[d], r.items[i].limit, st)
 		}
-		l.m.decisions.WithLabelValues("admitted").Inc()
 		return r, nil
 	}
 	trip, ok := pickTrip(r.items, res.States)
@@ -381,11 +401,6 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 		Window: r.Trip.Limit.policyWindow(),
 	}
 	r.items = nil
-	outcome := "rejected"
-	if r.Trip.NeverFits {
-		outcome = "never_fits"
-	}
-	l.m.decisions.WithLabelValues(outcome).Inc()
 	l.m.rejectedBy.WithLabelValues(r.Trip.Limit.Name).Inc()
 	return r, nil
 }
@@ -402,9 +417,13 @@ func tighter(cur DimState, lim *Limit, st CounterState) DimState {
 }
 
 // pickTrip names the limit that frees last among those that did not fit:
-// one the request can never fit first, else the largest RetryAfter.
+// one the request can never fit first (too large for it, or a lifetime
+// budget), else the largest RetryAfter.
 func pickTrip(items []reservedItem, states []CounterState) (Trip, bool) {
 	best := -1
+	never := func(i int) bool {
+		return states[i].NeverFits || items[i].limit.Algorithm == Lifetime
+	}
 	for i, st := range states {
 		if st.Fits || items[i].limit.Mode == Shadow {
 			continue
@@ -414,7 +433,7 @@ func pickTrip(items []reservedItem, states []CounterState) (Trip, bool) {
 			continue
 		}
 		b := states[best]
-		if (st.NeverFits && !b.NeverFits) || (st.NeverFits == b.NeverFits && st.RetryAfter > b.RetryAfter) {
+		if (never(i) && !never(best)) || (never(i) == never(best) && st.RetryAfter > b.RetryAfter) {
 			best = i
 		}
 	}
@@ -429,5 +448,7 @@ func pickTrip(items []reservedItem, states []CounterState) (Trip, bool) {
 		Reset:      st.Reset,
 		RetryAfter: st.RetryAfter,
 		NeverFits:  st.NeverFits,
+		Final:      items[best].limit.Algorithm == Lifetime,
+		Expired:    st.Expired,
 	}, true
 }

@@ -38,16 +38,17 @@ func (s *shadowLog) allow(now time.Time) (bool, int64) {
 	return true, n
 }
 
-// newShadowLogs returns a rate limiter for each shadow limit of limits
-// (which the Limiter keeps for its life), nil if there is none.
-func newShadowLogs(limits []Limit) map[*Limit]*shadowLog {
-	var m map[*Limit]*shadowLog
+// newShadowLogs returns a rate limiter for each shadow limit of limits,
+// by name (a limit with limit_from reaches a reservation as a copy that
+// holds the request's value), nil if there is none.
+func newShadowLogs(limits []Limit) map[string]*shadowLog {
+	var m map[string]*shadowLog
 	for i := range limits {
 		if limits[i].Mode == Shadow {
 			if m == nil {
-				m = make(map[*Limit]*shadowLog)
+				m = make(map[string]*shadowLog)
 			}
-			m[&limits[i]] = &shadowLog{}
+			m[limits[i].Name] = &shadowLog{}
 		}
 	}
 	return m
@@ -80,7 +81,7 @@ func (l *Limiter) shadowDecisions(ctx context.Context, r *Reservation, states []
 func (l *Limiter) wouldReject(ctx context.Context, r *Reservation, it reservedItem, st CounterState, now time.Time) {
 	r.ShadowRejected = append(r.ShadowRejected, it.limit)
 	l.m.shadow.WithLabelValues(it.limit.Name, "would_reject").Inc()
-	ok, suppressed := l.shadowLogs[it.limit].allow(now)
+	ok, suppressed := l.shadowLogs[it.limit.Name].allow(now)
 	if !ok {
 		return
 	}

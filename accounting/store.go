@@ -72,13 +72,16 @@ type Store interface {
 	// request is admitted when every other item fits, and an optional
 	// item is then charged only if it fits itself (its state's Fits says
 	// whether it was). The record remembers which optional items were
-	// not charged, so that Release refunds none of them.
+	// not charged, so that Release refunds none of them (nor returns a
+	// lease that one of them did not take).
 	Reserve(ctx context.Context, req ReserveRequest) (ReserveResult, error)
 	// Settle replaces each item's reserved amount with its actual amount
 	// and deletes the reservation's record, in one atomic step, if the
 	// record is there. If not, it changes nothing and returns
 	// ErrNoReservation: settling again is a no-op, so a retry after an
-	// ambiguous failure never double-books.
+	// ambiguous failure never double-books. Its items are those the
+	// reservation charged: an optional item Reserve did not charge is
+	// left out, as the Limiter leaves it out.
 	Settle(ctx context.Context, req SettleRequest) error
 	// Release undoes a reservation whose Reserve failed without a clear
 	// answer, req being what that Reserve was asked. If the reservation
@@ -155,6 +158,9 @@ type CounterState struct {
 	RetryAfter time.Duration
 	// NeverFits reports that the amount exceeds the counter's capacity.
 	NeverFits bool
+	// Expired reports a [Lifetime] counter whose wall-clock cap has
+	// passed: nothing fits any more.
+	Expired bool
 	// Mark records which window or slot was charged; pass it back in
 	// [SettleItem.Mark].
 	Mark int64

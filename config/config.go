@@ -48,6 +48,7 @@ type Config struct {
 	AdminPprof bool
 	Log        Log
 	Store      Store
+	Reload     Reload
 	// Accounting holds the limits and prices; set Store, Logger and
 	// Registerer before passing it to accounting.New.
 	Accounting accounting.Options
@@ -60,6 +61,9 @@ type Config struct {
 	// Server.Counter is built from it. Reports on estimates (tokenwarden
 	// estimate, check-config) read it.
 	Tokenizer tokenizer.Config
+	// Tracing is the tracing section; nil (no section) means off. Its
+	// identity attributes are Server.TraceAttributes.
+	Tracing *Tracing
 }
 
 // Log is the log section.
@@ -112,6 +116,8 @@ func Parse(data []byte) (*Config, error) {
 	c.models(&f)
 	c.limits(&f, p)
 	c.settlement(&f, p)
+	c.reload(&f, p)
+	c.tracing(&f, p)
 
 	// What the libraries say about their options, named by the keys of
 	// the file.
@@ -237,6 +243,14 @@ func (c *Config) estimation(f *file, p *problems) {
 	c.Server.DefaultOutputCap = e.DefaultOutputCap
 	c.Server.InjectOutputCap = e.InjectOutputCap == nil || *e.InjectOutputCap
 	c.Server.InjectStreamUsage = e.InjectStreamUsage == nil || *e.InjectStreamUsage
+	lo := &e.LearnedOutput
+	c.Server.LearnedOutput = extproc.LearnedOutput{Enabled: lo.Enabled, Quantile: lo.Quantile, MinSamples: lo.MinSamples,
+		DecaySamples: lo.DecaySamples, Floor: lo.Floor, MaxKeys: lo.MaxKeys, Scope: lo.Scope}
+	for i, attr := range lo.Scope {
+		if _, ok := f.Identity.Attributes[attr]; !ok && attr != extproc.AttributeModel && attr != extproc.AttributeAPI && attr != "" {
+			p.add(fmt.Sprintf("estimation.learned_output.scope[%d]", i), "%q has no source under identity.attributes", attr)
+		}
+	}
 }
 
 func (c *Config) models(f *file) {
@@ -266,8 +280,20 @@ func (c *Config) limits(f *file, p *problems) {
 			if l.Burst, err = amount(l.Dimension, lf.Burst); err != nil {
 				p.add(field+".burst", "%v", err)
 			}
+			if lf.LimitFrom != nil {
+				l.From = &accounting.LimitFrom{Attribute: lf.LimitFrom.Attribute}
+				if l.From.Ceiling, err = amount(l.Dimension, lf.LimitFrom.Ceiling); err != nil {
+					p.add(field+".limit_from.ceiling", "%v", err)
+				}
+			}
 		}
-		if lf.Algorithm != "" {
+		concurrent := l.Dimension == accounting.Concurrent
+		if concurrent {
+			leaseOf(&l, &lf, field, p)
+		} else if lf.Lease != "" {
+			p.add(field+".lease", "only a concurrent limit has a lease")
+		}
+		if lf.Algorithm != "" && !concurrent {
 			if l.Algorithm, err = accounting.ParseAlgorithm(lf.Algorithm); err != nil {
 				p.add(field+".algorithm", "%v", err)
 				// Whether a burst or a calendar month is allowed
@@ -275,14 +301,22 @@ func (c *Config) limits(f *file, p *problems) {
 				p.skip(field+".burst", field+".window")
 			}
 		}
-		if l.Window, l.Calendar, err = parseWindow(lf.Window); err != nil {
+		lifetime := l.Algorithm == accounting.Lifetime && !concurrent
+		if lifetime {
+			maxDurationOf(&l, &lf, field, p)
+		} else if lf.MaxDuration != "" {
+			p.add(field+".max_duration", "only a lifetime limit has a max_duration")
+		}
+		if concurrent || lifetime {
+			// Its window is its lease, or the run's max duration.
+		} else if l.Window, l.Calendar, err = parseWindow(lf.Window); err != nil {
 			p.add(field+".window", "%v", err)
 		}
 		switch lf.OnStoreError {
 		case "":
 			// Money limits fail closed; a request count protects servers,
 			// not the bill, and fails open.
-			if l.Dimension == accounting.Requests {
+			if l.Dimension == accounting.Requests || concurrent {
 				l.OnStoreError = accounting.FailOpen
 			}
 		case "deny":
@@ -299,6 +333,9 @@ func (c *Config) limits(f *file, p *problems) {
 			if !known(attr) {
 				p.add(fmt.Sprintf("%s.scope[%d]", field, j), "%q has no source under identity.attributes (and is not model or api)", attr)
 			}
+		}
+		if a := lf.LimitFrom; a != nil && a.Attribute != "" && !known(a.Attribute) {
+			p.add(field+".limit_from.attribute", "%q has no source under identity.attributes", a.Attribute)
 		}
 		for _, attr := range slices.Sorted(maps.Keys(lf.Match)) {
 			if !known(attr) {

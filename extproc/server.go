@@ -12,6 +12,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -68,6 +69,9 @@ type Options struct {
 	// "default") is priced at the largest factor listed: a new tier must
 	// not be cheaper than the dearest known one.
 	ServiceTierFactors map[string]float64
+	// LearnedOutput reserves a learned estimate of a request's output in
+	// place of its whole output cap; off unless Enabled.
+	LearnedOutput LearnedOutput
 	// IETFRateLimitHeaders adds RateLimit-Policy and RateLimit (the IETF
 	// draft's structured fields) beside the x-ratelimit-* headers.
 	IETFRateLimitHeaders bool
@@ -77,6 +81,15 @@ type Options struct {
 	NoAnthropicRateLimitHeaders bool
 	Logger                      *slog.Logger
 	Registerer                  prometheus.Registerer
+
+	// TracerProvider receives a span for each request's decision and one
+	// for its settlement, in the trace the request came with (see the
+	// package doc's Tracing); nil means no tracing, at no cost per
+	// request.
+	TracerProvider trace.TracerProvider
+	// TraceAttributes are the identity attributes whose values the spans
+	// carry; none by default, since they identify callers.
+	TraceAttributes []string
 }
 
 // DefaultOutputCap is the output cap of a request that names none, when
@@ -145,8 +158,15 @@ type Server struct {
 	log       *slog.Logger
 	m         *metrics
 	reasoning []string // compiled HiddenReasoningModels
+	learned   *learner // nil unless LearnedOutput is on
+	lm        *learnedMetrics
 	// warnedObservability: the observability-mode warning was logged.
 	warnedObservability atomic.Bool
+	// live is the Server that new streams run on after a Reload; nil
+	// until the first.
+	live atomic.Pointer[Server]
+
+	tracer trace.Tracer // nil: tracing is off
 }
 
 // NewServer returns a Server. It fails without a Limiter, or if
@@ -170,7 +190,14 @@ func NewServer(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{opts: opts, log: log, m: newMetrics(opts.Registerer), reasoning: reasoning}, nil
+	lm := newLearnedMetrics(opts.Registerer)
+	learned, err := newLearner(opts.LearnedOutput, lm)
+	if err != nil {
+		return nil, fmt.Errorf("extproc: invalid options: %w", err)
+	}
+	lm.live.Store(learned)
+	return &Server{opts: opts, log: log, m: newMetrics(opts.Registerer), reasoning: reasoning,
+		learned: learned, lm: lm, tracer: newTracer(opts.TracerProvider)}, nil
 }
 
 // hiddenReasoning reports whether model belongs to a family that reasons
@@ -201,6 +228,8 @@ func (s *Server) warnObservabilityMode() {
 // chunks arrive pipelined, and answering them one by one in arrival order
 // meets that.
 func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
+	// The stream runs on the options in force now, to its end.
+	s = s.current()
 	s.m.streams.Inc()
 	defer s.m.streams.Dec()
 	st := newStream(s, srv.Context())

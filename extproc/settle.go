@@ -34,7 +34,10 @@ func (st *stream) settle(complete bool, md *dynamicMetadata) bool {
 		unreadable: st.unreadable,
 		streamed:   st.req.Stream,
 		background: st.req.Background,
-		estimate:   r.Estimate,
+		// The estimate on the output cap, which a learned reservation
+		// may hold less than: a request settled without a usage report
+		// is charged as if nothing were learned.
+		estimate: st.req.Estimate(),
 	}
 	if st.reader != nil {
 		o.usage, o.hasUsage = st.reader.Usage()
@@ -46,8 +49,14 @@ func (st *stream) settle(complete bool, md *dynamicMetadata) bool {
 	// whatever the model.
 	o.hiddenReasoning = st.req.HiddenReasoning || !o.hasUsage && st.s.hiddenReasoning(st.req.Model)
 	usage, basis := settlement(o)
-	if _, err := r.Settle(st.ctx, usage); err != nil {
+	st.learn(usage, basis, o.usageFinal)
+	start := st.traceClock()
+	_, err := r.Settle(st.ctx, usage)
+	if err != nil {
 		st.s.log.Warn("settlement failed; retrying in the background", "reservation", r.ID, "err", err)
+	}
+	if st.s.tracer != nil {
+		st.traceSettlement(start, r, usage, basis, complete, err)
 	}
 	st.s.m.settled(basis)
 	if st.s.log.Enabled(st.ctx, slog.LevelDebug) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/internal/contentcoding"
+	"github.com/tokenwarden/tokenwarden/internal/learned"
 	"github.com/tokenwarden/tokenwarden/internal/llm"
 )
 
@@ -57,6 +58,10 @@ type stream struct {
 	body  []byte // request body chunks collected so far
 	req   llm.Request
 	res   *accounting.Reservation
+	// learning: the reservation's output is a learned estimate's (or
+	// would be, once learned), under learnKey, which settlement feeds.
+	learning bool
+	learnKey learned.Key
 
 	status     int
 	origin     origin
@@ -66,6 +71,7 @@ type stream struct {
 	// responseBodyUnseen: Envoy announced response_body_mode NONE, so no
 	// response body reaches the server and its usage cannot be read.
 	responseBodyUnseen bool
+	tr                 streamTrace
 }
 
 func newStream(s *Server, ctx context.Context) *stream {
@@ -183,6 +189,9 @@ func (st *stream) outOfOrder(what string) (*extprocv3.ProcessingResponse, bool) 
 
 func (st *stream) count(api llm.API, outcome string) {
 	st.s.m.request(apiName(api), outcome)
+	if st.s.tracer != nil {
+		st.traceDecision(api, outcome)
+	}
 }
 
 func apiName(api llm.API) string {

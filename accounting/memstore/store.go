@@ -90,9 +90,15 @@ func (s *Store) Reserve(ctx context.Context, req accounting.ReserveRequest) (acc
 	}
 	for i := range req.Items {
 		it := &req.Items[i]
-		if res.States[i].Fits {
-			s.counters[it.Key].commit(&it.Counter, it.Amount, now, &res.States[i])
+		if !res.States[i].Fits {
+			// An optional item that does not fit: not charged.
+			continue
 		}
+		if it.Algorithm == accounting.Leases {
+			s.counters[it.Key].takeLease(&it.Counter, req.ID, it.Amount, now, &res.States[i])
+			continue
+		}
+		s.counters[it.Key].commit(&it.Counter, it.Amount, now, &res.States[i])
 	}
 	return res, nil
 }
@@ -113,6 +119,11 @@ func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error 
 	s.deleteRecordLocked(req.ID)
 	for i := range req.Items {
 		it := &req.Items[i]
+		if it.Algorithm == accounting.Leases {
+			// A settlement returns the lease, whatever its amounts.
+			s.returnLeaseLocked(it.Key, req.ID)
+			continue
+		}
 		if it.Actual == it.Reserved {
 			continue
 		}
@@ -144,10 +155,24 @@ func (s *Store) Release(ctx context.Context, req accounting.ReserveRequest) (boo
 	s.deleteRecordLocked(req.ID)
 	for i := range req.Items {
 		it := &req.Items[i]
-		if it.Amount == 0 || slices.Contains(skipped, i) {
+		if slices.Contains(skipped, i) {
+			// Not charged (no lease taken): nothing to give back.
 			continue
 		}
-		s.counterLocked(&it.Counter, now).settle(&it.Counter, it.Amount, 0, markAt(&it.Counter, t), now)
+		if it.Algorithm == accounting.Leases {
+			s.returnLeaseLocked(it.Key, req.ID)
+			continue
+		}
+		if it.Amount == 0 {
+			continue
+		}
+		ct := s.counterLocked(&it.Counter, now)
+		mark := markAt(&it.Counter, t)
+		if it.Algorithm == accounting.Lifetime {
+			// The run the reservation was charged to, if it still is.
+			mark = ct.window
+		}
+		ct.settle(&it.Counter, it.Amount, 0, mark, now)
 	}
 	return true, nil
 }

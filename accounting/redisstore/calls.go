@@ -20,15 +20,18 @@ const maxExact = 1 << 53
 
 // The algorithm codes of library.lua.
 const (
-	codeFixed   = 0
-	codeMonth   = 1
-	codeSliding = 2
-	codeBucket  = 3
+	codeFixed    = 0
+	codeMonth    = 1
+	codeSliding  = 2
+	codeBucket   = 3
+	codeLeases   = 4
+	codeLifetime = 5
 	// codeZoned is a calendar window in a time zone (or a UTC calendar
 	// day): its period is its number among the call's zoned items, whose
 	// boundaries the call passes in ARGV[3] (see zones).
-	codeZoned = 4
-	// codeOptional is added to an optional item's code.
+	codeZoned = 6
+	// codeOptional is added to an optional item's code: every code is
+	// below it.
 	codeOptional = 8
 )
 
@@ -67,6 +70,12 @@ func appendCounter(b []byte, c *accounting.Counter, z *zones) ([]byte, error) {
 		code, period = codeSliding, accounting.SlotLength(c)
 	case accounting.TokenBucket:
 		code, period = codeBucket, c.Window.Microseconds()
+	case accounting.Leases:
+		// The period is the lease.
+		code, period = codeLeases, c.Window.Microseconds()
+	case accounting.Lifetime:
+		// The period is the run's wall-clock cap.
+		code, period = codeLifetime, c.Window.Microseconds()
 	default:
 		return nil, fmt.Errorf("redisstore: counter %q: unknown algorithm %v", c.Key, c.Algorithm)
 	}
@@ -160,33 +169,11 @@ func (s *Store) Reserve(ctx context.Context, req accounting.ReserveRequest) (acc
 	switch {
 	case len(reply) == 8 && num(reply, 0) == -1:
 		return accounting.ReserveResult{}, accounting.ErrReleased
-	case len(reply) == 8*(2+n) && num(reply, 0) == 1:
+	case len(reply) >= 8*2 && (num(reply, 0) == 1 || num(reply, 0) == 2):
+		if err := admittedStates(reply, req.Items, res.States); err != nil {
+			return accounting.ReserveResult{}, unavailable(err)
+		}
 		res.Admitted = true
-		now := num(reply, 1)
-		for i := range res.States {
-			res.States[i] = admitted(&req.Items[i].Counter, numf(reply, 2+i), now)
-		}
-	case len(reply) >= 8*(2+n) && num(reply, 0) == 2:
-		// Admitted, some optional items not charged: their states
-		// follow the levels, as a rejection gives them.
-		res.Admitted = true
-		now := num(reply, 1)
-		o := 2 + n
-		for i := range res.States {
-			level := numf(reply, 2+i)
-			if level != skippedLevel {
-				res.States[i] = admitted(&req.Items[i].Counter, level, now)
-				continue
-			}
-			if len(reply) < 8*(o+rejectedNums) {
-				return accounting.ReserveResult{}, unavailable(fmt.Errorf("tw_reserve answered %d bytes for %d items", len(reply), n))
-			}
-			res.States[i] = rejectedState(reply, o)
-			o += rejectedNums
-		}
-		if len(reply) != 8*o {
-			return accounting.ReserveResult{}, unavailable(fmt.Errorf("tw_reserve answered %d bytes for %d items", len(reply), n))
-		}
 	case len(reply) == 8*(1+rejectedNums*n) && num(reply, 0) == 0:
 		for i := range res.States {
 			res.States[i] = rejectedState(reply, 1+rejectedNums*i)
@@ -195,6 +182,51 @@ func (s *Store) Reserve(ctx context.Context, req accounting.ReserveRequest) (acc
 		return accounting.ReserveResult{}, unavailable(fmt.Errorf("tw_reserve answered %d bytes for %d items", len(reply), n))
 	}
 	return res, nil
+}
+
+// admittedStates fills states from tw_reserve's answer to an admission
+// (see reserve in functions.lua):
+//
+//	code (1, or 2: some optional items were not charged), the store's time,
+//	a level per item (skippedLevel: an optional item not charged),
+//	a run start per lifetime item (0 for one not charged),
+//	rejectedNums per optional item not charged
+func admittedStates(reply string, items []accounting.ReserveItem, states []accounting.CounterState) error {
+	n := len(items)
+	bad := func() error {
+		return fmt.Errorf("tw_reserve answered %d bytes, code %d, for %d items", len(reply), num(reply, 0), n)
+	}
+	start := 2 + n                // the next lifetime item's run start
+	o := start + lifetimes(items) // the next uncharged item's state
+	if len(reply) < 8*o {
+		return bad()
+	}
+	now := num(reply, 1)
+	for i := range items {
+		c := &items[i].Counter
+		level := numf(reply, 2+i)
+		var run int64
+		if c.Algorithm == accounting.Lifetime {
+			run = num(reply, start)
+			start++
+		}
+		switch {
+		case level == skippedLevel:
+			if !items[i].Optional || num(reply, 0) != 2 || len(reply) < 8*(o+rejectedNums) {
+				return bad()
+			}
+			states[i] = rejectedState(reply, o)
+			o += rejectedNums
+		case c.Algorithm == accounting.Lifetime:
+			states[i] = admittedLifetime(c, level, run, now)
+		default:
+			states[i] = admitted(c, level, now)
+		}
+	}
+	if len(reply) != 8*o {
+		return bad()
+	}
+	return nil
 }
 
 // rejectedState reads the state of an item that did not fit from
@@ -206,6 +238,7 @@ func rejectedState(reply string, o int) accounting.CounterState {
 		Fits:       num(reply, o+2) == 1,
 		RetryAfter: accounting.Micros(num(reply, o+3)),
 		NeverFits:  num(reply, o+4) == 1,
+		Expired:    num(reply, o+4) == 2,
 		Mark:       num(reply, o+5),
 	}
 }
@@ -220,6 +253,8 @@ func admitted(c *accounting.Counter, level float64, now int64) accounting.Counte
 	case accounting.TokenBucket:
 		st.Remaining = int64(math.Floor(level))
 		st.Reset = accounting.Micros(accounting.BucketFullIn(c, level))
+	case accounting.Leases:
+		st.Remaining = c.Limit - int64(level)
 	case accounting.SlidingWindow:
 		slot := accounting.SlotLength(c)
 		cur := now / slot
@@ -259,11 +294,16 @@ func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error 
 	var err error
 	for i := range req.Items {
 		it := &req.Items[i]
-		if it.Actual == it.Reserved {
+		delta := it.Actual - it.Reserved
+		switch {
+		case it.Algorithm == accounting.Leases:
+			// A settlement returns the lease, whatever the amounts;
+			// tw_settle acts on a nonzero delta only.
+			delta = -1
+		case delta == 0:
 			// Nothing to book on this counter (the record still goes).
 			continue
 		}
-		delta := it.Actual - it.Reserved
 		if err := exact(it.Key, it.Reserved, it.Actual, delta, it.Mark); err != nil {
 			return err
 		}
@@ -301,4 +341,29 @@ func (s *Store) Release(ctx context.Context, req accounting.ReserveRequest) (boo
 		return false, unavailable(err)
 	}
 	return released == 1, nil
+}
+
+// lifetimes counts the lifetime items among items: tw_reserve's answer
+// to an admission carries the start of each one's run.
+func lifetimes(items []accounting.ReserveItem) int {
+	k := 0
+	for i := range items {
+		if items[i].Algorithm == accounting.Lifetime {
+			k++
+		}
+	}
+	return k
+}
+
+// admittedLifetime is the state of lifetime counter c after an admitted
+// reservation: its level after the charge, the run's start and the
+// store's time (µs), as memstore's commit reports it.
+func admittedLifetime(c *accounting.Counter, level float64, start, now int64) accounting.CounterState {
+	end, _ := accounting.LifetimeEnd(c, start)
+	return accounting.CounterState{
+		Fits:      true,
+		Remaining: c.Limit - int64(level),
+		Reset:     accounting.Micros(end - now),
+		Mark:      start,
+	}
 }

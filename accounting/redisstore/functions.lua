@@ -51,6 +51,9 @@ local function fast_reserve(keys, vals, v, n)
       local sn, total, head = sunpack('<ddd', val)
       if sn ~= cur or amount > limit or total + amount > limit then return false end
       levels[i], fa[i], fb[i], fc[i], fd[i] = total + amount, total + amount, head + amount, val, cur
+    elseif alg == LEASES or alg == LIFETIME then
+      -- Leases and lifetime budgets take the general path.
+      return false
     else
       if amount > limit then return false end
       local idx, e
@@ -104,20 +107,30 @@ end
 -- admitted when every other item fits, and the optional item is charged
 -- only if it fits too; the record lists those that were not.
 --
--- Returns packed doubles. Admitted: 1, the store's time, then per item its
--- counter's level after the charge: the used amount before it plus the
--- item's own amount (a window), or the tokens left (a bucket, after every
--- item on it); the caller derives the rest of memstore's answer from
--- these, as memstore computes it. Admitted with optional items left
--- uncharged: 2, the store's time, the levels with SKIPPED for each of
--- those, then for each of them (in order) what a rejection gives. Not
+-- Returns packed doubles. Admitted:
+--
+--   code, the store's time, levels (one per item), run starts (one per
+--   lifetime item), states (six per optional item left uncharged)
+--
+-- code is 1, or 2 when some optional items were left uncharged. An
+-- item's level is its counter's level after the charge: the used amount
+-- before it plus the item's own amount (a window, a lifetime budget, a
+-- count of leases), or the tokens left (a bucket, after every item on
+-- it); SKIPPED for an optional item left uncharged. The run starts are
+-- those of the lifetime items, in order, 0 for one left uncharged. The
+-- states are what a rejection gives (below) for each uncharged item, in
+-- order. The caller derives the rest of memstore's answer from these, as
+-- memstore computes it; a call without lifetime or uncharged items (the
+-- fast path's, always) is 1, the time and the levels alone. Not
 -- admitted: 0, then per item remaining, reset µs, fits, retry µs, never
--- fits and mark. Released: the single double -1.
+-- fits (1, or 2 for a lifetime budget whose time is up) and mark.
+-- Released: the single double -1.
 local function reserve(keys, args)
   if not call then init() end
   setclock(args[1])
   setzones(args[3])
   local v, n = items(args[2], 5)
+  member = keys[n + 1]
   for i = 1, n do
     local b = 5 * i - 4
     local code = v[b]
@@ -174,6 +187,18 @@ local function reserve(keys, args)
     elseif alg == BUCKET then
       local t = st.t - amount
       st.t, st.dirty, levels[i] = t, true, t
+    elseif alg == LIFETIME then
+      if not st.w then st.w = now end
+      st.u, st.dirty = st.u + amount, true
+      levels[i] = levels[i] + amount
+    elseif alg == LEASES then
+      if amount > 0 then
+        -- All leases on a key share its period, so the newest expires
+        -- last and sets the key's PX.
+        call('ZADD', st.key, format('%d', now + st.period), member)
+        call('PEXPIRE', st.key, px(st.period))
+      end
+      levels[i] = levels[i] + amount
     else
       if alg == SLIDING then
         slot_add(st, st.cur, amount)
@@ -184,12 +209,23 @@ local function reserve(keys, args)
     end
   end
   save(n)
-  if skipped then
-    local r = { 2, now, unpack(levels, 1, n) }
-    for j = 1, #why do r[#r + 1] = why[j] end
-    return spack(fmt(#r), unpack(r))
+  -- After the levels, the start of each lifetime item's run, in order (0
+  -- for an optional one left uncharged, whose state follows).
+  local k = n
+  for i = 1, n do
+    local st = sts[i]
+    if st.alg == LIFETIME then
+      k = k + 1
+      if levels[i] == SKIPPED then levels[k] = 0 else levels[k] = st.w end
+    end
   end
-  return spack(FMT[2 + n] or fmt(2 + n), 1, now, unpack(levels, 1, n))
+  if not skipped then
+    return spack(FMT[2 + k] or fmt(2 + k), 1, now, unpack(levels, 1, k))
+  end
+  -- Then what a rejection gives for each optional item left uncharged.
+  local r = { 2, now, unpack(levels, 1, k) }
+  for j = 1, #why do r[#r + 1] = why[j] end
+  return spack(fmt(#r), unpack(r))
 end
 
 -- What fast_settle writes back for an item.
@@ -235,6 +271,9 @@ local function fast_settle(keys, vals, v, n)
       t = t - delta
       if t > cap then t = cap end
       fd[i], fa[i], fb[i], fc[i], fe[i] = BUCKET_STATE, t, at, keep, not val
+    elseif alg == LEASES or alg == LIFETIME then
+      -- Leases and lifetime budgets take the general path.
+      return false
     elseif alg == SLIDING then
       if not val then return false end
       local cur = now / period
@@ -300,6 +339,7 @@ local function settle_call(keys, args)
   setzones(args[3])
   local v, n = items(args[2], 6)
   local rkey = keys[n + 1]
+  member = rkey
   local rec = call('GETDEL', rkey)
   local t = record(rec)
   if t == nil then return 0 end
@@ -329,6 +369,7 @@ local function release(keys, args)
   setzones(args[3])
   local v, n = items(args[2], 5)
   local rkey = keys[n + 1]
+  member = rkey
   local raw = call('GET', rkey)
   local t = record(raw)
   if t ~= nil and t < 0 then return 0 end
@@ -353,7 +394,10 @@ local function release(keys, args)
     local mark = 0
     if alg == SLIDING then
       mark = floor(t / period)
-    elseif alg ~= BUCKET then
+    elseif alg == LIFETIME then
+      -- The run it was charged to, if that is still the one.
+      mark = st.w
+    elseif alg ~= BUCKET and alg ~= LEASES then
       mark = window(alg, period, t)
     end
     if not skip[i] then settle(st, -v[b + 5], mark) end

@@ -64,6 +64,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"SettleAfterFixedRollover", testSettleAfterFixedRollover},
 		{"SettleAfterSlidingRollover", testSettleAfterSlidingRollover},
 		{"TokenBucketRefundCapped", testTokenBucketRefundCapped},
+		{"PerRequestLimit", testPerRequestLimit},
 		{"IdleExpiry", testIdleExpiry},
 		{"DistinctKeys", testDistinctKeys},
 		{"Concurrent", testConcurrent},
@@ -72,8 +73,13 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"ZonedSettleAndRelease", testZonedSettleAndRelease},
 		{"Optional", testOptional},
 		{"OptionalReleaseAndSettle", testOptionalReleaseAndSettle},
-		{"Ping", testPing},
 	}
+	tests = append(tests, leaseTests...)
+	tests = append(tests, lifetimeTests...)
+	tests = append(tests, struct {
+		name string
+		fn   func(t *testing.T, h Harness)
+	}{"Ping", testPing})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newHarness(t)) })
 	}

@@ -84,6 +84,7 @@ func (l *logSink) await(t *testing.T, msg string) map[string]any {
 
 type running struct {
 	grpcAddr, adminAddr string
+	path                string // the config file
 	logs                *logSink
 	cancel              context.CancelFunc
 	done                chan error
@@ -97,7 +98,7 @@ func start(t *testing.T, config string) *running {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{logs: newLogSink(), cancel: cancel, done: make(chan error, 1)}
+	r := &running{path: path, logs: newLogSink(), cancel: cancel, done: make(chan error, 1)}
 	go func() {
 		r.done <- run(ctx, []string{"-config", path, "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0"}, strings.NewReader(""), io.Discard, r.logs)
 	}()
@@ -198,7 +199,7 @@ func TestRunServesAndStops(t *testing.T) {
 	}
 
 	code, metrics := get(t, "http://"+r.adminAddr+"/metrics")
-	for _, want := range []string{`tokenwarden_requests_total{api="openai.chat",outcome="admitted"} 1`, `tokenwarden_decisions_total{outcome="never_fits"} 1`, "go_goroutines"} {
+	for _, want := range []string{`tokenwarden_requests_total{api="openai.chat",outcome="admitted"} 1`, `tokenwarden_requests_total{api="openai.chat",outcome="never_fits"} 1`, "go_goroutines"} {
 		if code != 200 || !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
