@@ -59,6 +59,10 @@ func TestParseTimeZone(t *testing.T) {
 			`config: limits[0].time_zone: "Local" depends on the machine; name the zone (e.g. Europe/Berlin)`},
 		{"not a calendar window", "{name: a, dimension: tokens, limit: 1, window: 24h, time_zone: Europe/Berlin}", 0, "",
 			`config: limits[0].time_zone: only a day or month window follows a time zone, not "24h"`},
+		{"a concurrent limit", "{name: a, dimension: concurrent, limit: 2, time_zone: Europe/Berlin}", 0, "",
+			"config: limits[0].time_zone: a concurrent limit has no calendar (it counts requests in flight); only a day or month window follows a time zone"},
+		{"a lifetime limit", "{name: a, dimension: requests, algorithm: lifetime, limit: 5, max_duration: 1h, time_zone: Europe/Berlin}", 0, "",
+			"config: limits[0].time_zone: a lifetime limit has no calendar (its run starts at its first request); only a day or month window follows a time zone"},
 		{"a sliding day", "{name: a, dimension: tokens, algorithm: sliding_window, limit: 1, window: day, time_zone: Europe/Berlin}", 0, "",
 			"config: limits[0].window: a calendar day needs algorithm fixed_window"},
 	}

@@ -11,7 +11,14 @@ import (
 // that UTC days and months always had, with the same counters: a day of
 // 24 hours aligned to the Unix epoch, the UTC calendar month.
 func timeZone(l *accounting.Limit, lf limitFile, field string, p *problems) {
-	if lf.TimeZone == "" {
+	switch {
+	case lf.TimeZone == "":
+		return
+	case l.Dimension == accounting.Concurrent:
+		p.add(field+".time_zone", "a concurrent limit has no calendar (it counts requests in flight); only a day or month window follows a time zone")
+		return
+	case l.Algorithm == accounting.Lifetime:
+		p.add(field+".time_zone", "a lifetime limit has no calendar (its run starts at its first request); only a day or month window follows a time zone")
 		return
 	}
 	if lf.Window != "day" && lf.Window != "month" {
