@@ -73,6 +73,9 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"ZonedSettleAndRelease", testZonedSettleAndRelease},
 		{"Optional", testOptional},
 		{"OptionalReleaseAndSettle", testOptionalReleaseAndSettle},
+		{"OptionalLease", testOptionalLease},
+		{"OptionalLifetime", testOptionalLifetime},
+		{"MixedKinds", testMixedKinds},
 	}
 	tests = append(tests, leaseTests...)
 	tests = append(tests, lifetimeTests...)
