@@ -1,7 +1,9 @@
 package extproc_test
 
 import (
+	"net/http"
 	"testing"
+	"time"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/extproc"
@@ -48,5 +50,45 @@ func TestNoShadowRejectedKeyWithoutShadowLimits(t *testing.T) {
 	wantStatus(t, resp, 200)
 	if v, ok := resp.Metadata[extproc.MetadataNamespace]["shadow_rejected"]; ok {
 		t.Errorf("shadow_rejected: got %v, want absent", v)
+	}
+}
+
+// TestShadowRunBudget: a shadow run budget never ends a run. Steps over
+// it pass, named in the metadata, and when an enforced rate limit
+// refuses a step the 429 is an ordinary one: retry-after, no
+// x-should-retry: false, outcome rejected rather than run_over.
+func TestShadowRunBudget(t *testing.T) {
+	steps := accounting.Limit{Name: "run-steps-next", Dimension: accounting.Requests, Algorithm: accounting.Lifetime,
+		Scope: []string{"run"}, Limit: 2, Window: time.Hour, Mode: accounting.Shadow}
+	perMinute := accounting.Limit{Name: "run-per-minute", Dimension: accounting.Requests, Algorithm: accounting.FixedWindow,
+		Scope: []string{"run"}, Limit: 4, Window: time.Minute}
+	r := newRig(t, []accounting.Limit{perMinute, steps}, withServer(func(o *extproc.Options) { o.Identity = runIdentity }))
+	ctx := t.Context()
+	for i := range 4 {
+		resp := r.envoy.Do(ctx, runStep("run-1", "gpt-4o-mini"), stepUpstream)
+		wantStatus(t, resp, 200)
+		md := resp.Metadata[extproc.MetadataNamespace]
+		want := any(nil)
+		if i >= 2 {
+			want = "run-steps-next"
+		}
+		if md["decision"] != "admitted" || md["shadow_rejected"] != want {
+			t.Errorf("step %d: metadata: got decision %v, shadow_rejected %v; want admitted, %v", i+1, md["decision"], md["shadow_rejected"], want)
+		}
+		if v := resp.Header.Values("x-should-retry"); len(v) != 0 {
+			t.Errorf("step %d: x-should-retry: got %q, want none", i+1, v)
+		}
+	}
+	resp := r.envoy.Do(ctx, runStep("run-1", "gpt-4o-mini"), stepUpstream)
+	wantStatus(t, resp, http.StatusTooManyRequests)
+	wantHeader(t, resp.Header, "x-tokenwarden-limit", "run-per-minute")
+	if v := resp.Header.Values("x-should-retry"); len(v) != 0 {
+		t.Errorf("x-should-retry: got %q, want none: the run is not over", v)
+	}
+	if len(resp.Header.Values("retry-after")) != 1 {
+		t.Errorf("retry-after: got %q, want one", resp.Header.Values("retry-after"))
+	}
+	if md := resp.Metadata[extproc.MetadataNamespace]; md["decision"] != "rejected" {
+		t.Errorf("decision: got %v, want rejected", md["decision"])
 	}
 }
