@@ -13,7 +13,9 @@
 // Redis 7.0 or later). A reservation is one FCALL of tw_reserve: it reads
 // every counter the request touches, checks them all, and charges all of
 // them or none, in one atomic step (Redis runs one function at a time). A
-// settlement is one FCALL of tw_settle, a release one of tw_release. The
+// settlement is one FCALL of tw_settle, a release one of tw_release (and
+// the operators' read side, [Store.Peek] and [Store.Top], is tw_peek, which
+// writes nothing, after a bounded SCAN). The
 // Lua is a port of memstore's arithmetic (fixed windows incl. calendar
 // months, sliding windows of SlidingSlots+1 slots, token buckets with
 // float tokens), so a limit behaves the same on both stores; a test drives
