@@ -52,35 +52,47 @@ func (s *Store) ResetCounter(ctx context.Context, key string) (bool, error) {
 	return ok && ct.expires > now, nil
 }
 
+// peekChunk is how many counters Top reads per hold of the lock.
+const peekChunk = 1000
+
 // Top implements [accounting.Inspector]. It walks the counters in the
-// map's own (random) order, under the store's lock, so req.MaxScan also
-// bounds how long reservations wait for it.
+// map's own (random) order under the store's lock, collecting the keys
+// of the limit, then reads them peekChunk at a time, letting
+// reservations in between: req.MaxScan bounds how long they wait.
 func (s *Store) Top(ctx context.Context, req accounting.TopRequest) (accounting.TopResult, error) {
 	if err := ctx.Err(); err != nil {
 		return accounting.TopResult{}, err
 	}
 	now := s.now().UnixMicro()
-	var res accounting.TopResult
+	res := accounting.TopResult{Complete: true}
+	var keys []string
 	s.mu.Lock()
 	seen := 0
-	res.Complete = true
 	for key, ct := range s.counters {
 		if seen == req.MaxScan {
 			res.Complete = false
 			break
 		}
 		seen++
-		if !strings.HasPrefix(key, req.Prefix) || ct.expires <= now {
-			continue
-		}
-		res.Scanned++
-		c := req.Counter
-		c.Key = key
-		if u := s.peekLocked(&c, key, now); u.Used > 0 {
-			res.Counters = append(res.Counters, accounting.TopCounter{Key: key, CounterUsage: u})
+		if strings.HasPrefix(key, req.Prefix) && ct.expires > now {
+			keys = append(keys, key)
 		}
 	}
 	s.mu.Unlock()
+	res.Scanned = len(keys)
+	for len(keys) > 0 {
+		chunk := keys[:min(len(keys), peekChunk)]
+		keys = keys[len(chunk):]
+		s.mu.Lock()
+		for _, key := range chunk {
+			c := req.Counter
+			c.Key = key
+			if u := s.peekLocked(&c, key, now); u.Used > 0 {
+				res.Counters = append(res.Counters, accounting.TopCounter{Key: key, CounterUsage: u})
+			}
+		}
+		s.mu.Unlock()
+	}
 	accounting.SortTop(res.Counters)
 	if len(res.Counters) > req.N {
 		res.Counters = res.Counters[:max(req.N, 0)]
