@@ -60,6 +60,12 @@ type Config struct {
 	// Server.Counter is built from it. Reports on estimates (tokenwarden
 	// estimate, check-config) read it.
 	Tokenizer tokenizer.Config
+
+	// AdminTokenFile is admin_token_file; AdminToken the token read from
+	// it, which the admin listener's usage API then requires ("" when
+	// the file sets none). Never print AdminToken.
+	AdminTokenFile string
+	AdminToken     string
 }
 
 // Log is the log section.
@@ -106,6 +112,7 @@ func Parse(data []byte) (*Config, error) {
 	}
 	c := &Config{}
 	c.fileSettings(&f, p)
+	c.adminToken(&f, p)
 	c.store(&f, p)
 	c.identity(&f)
 	c.estimation(&f, p)
