@@ -147,7 +147,9 @@ func (l *Limiter) ResetCounter(ctx context.Context, name string, attrs Attribute
 
 // Top returns the (at most n, at most [MaxTopN]) counters of limit name
 // that hold the most usage now, examining at most maxScan store entries
-// (zero means [DefaultTopScan]; at most [MaxTopScan]).
+// (zero means [DefaultTopScan]; at most [MaxTopScan]). Counters the
+// limit wrote under another scope, before its config changed, share its
+// key prefix but not its key layout: they are skipped.
 func (l *Limiter) Top(ctx context.Context, name string, n, maxScan int) (TopUsage, error) {
 	in, err := l.inspector()
 	if err != nil {

@@ -412,6 +412,25 @@ func TestUsageAPILoopbackOnly(t *testing.T) {
 	}
 }
 
+func TestConfigWindow(t *testing.T) {
+	tests := []struct {
+		name  string
+		limit accounting.Limit
+		want  string
+	}{
+		{"month", accounting.Limit{Calendar: accounting.CalendarMonth}, "month"},
+		{"days", accounting.Limit{Window: 7 * 24 * time.Hour}, "7d"},
+		{"hours", accounting.Limit{Window: 36 * time.Hour}, "36h"},
+		{"minutes", accounting.Limit{Window: 90 * time.Minute}, "90m"},
+		{"seconds", accounting.Limit{Window: 90 * time.Second}, "1m30s"},
+	}
+	for _, tt := range tests {
+		if got := configWindow(&tt.limit); got != tt.want {
+			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
 func TestAdminExposed(t *testing.T) {
 	for addr, want := range map[string]bool{
 		"127.0.0.1:9090": false, "[::1]:9090": false, "localhost:9090": false,
