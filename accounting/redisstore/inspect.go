@@ -16,10 +16,12 @@ var _ accounting.Inspector = (*Store)(nil)
 // The read side's steps: SCAN asks for at most scanStep keys a call (a
 // hint Redis follows closely), and Top reads the counters it found in
 // FCALLs of tw_peek of at most peekBatch keys, so that no one call holds
-// Redis for more than a few milliseconds.
+// Redis, and every replica's reservations behind it, for long: about
+// 0.3 ms each (BenchmarkTop). Larger steps save round trips, not Redis
+// time.
 const (
-	scanStep  = 1000
-	peekBatch = 500
+	scanStep  = 500
+	peekBatch = 100
 )
 
 // Peek implements [accounting.Inspector] with one call of tw_peek, which

@@ -2,10 +2,14 @@ package redisstore
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/accounting/storetest"
 	"github.com/tokenwarden/tokenwarden/internal/redistest"
 )
@@ -53,5 +57,66 @@ func TestGlobEscape(t *testing.T) {
 		if got := globEscape(tt.in); got != tt.want {
 			t.Errorf("%s: globEscape(%q): got %q, want %q", tt.name, tt.in, got, tt.want)
 		}
+	}
+}
+
+// BenchmarkTop measures a top scan at the default bound: 10,000 counters
+// of one limit among 10,000 keys of another, so that the scan examines
+// (about) all 20,000 keys at MaxScan 20,000. It reports the time inside
+// Redis (INFO commandstats) of the SCAN calls and of tw_peek's, per scan
+// and per call: a call's is how long it holds every replica's
+// reservations back.
+func BenchmarkTop(b *testing.B) {
+	srv := redistest.Start(b)
+	s := newStore(b, srv, Options{Timeout: testTimeout})
+	admin := adminClient(b, srv)
+	ctx := context.Background()
+	mine := accounting.Limit{Name: "per-user", Algorithm: accounting.SlidingWindow, Limit: 1 << 40, Window: time.Hour, Scope: []string{"user"}}
+	other := accounting.Limit{Name: "other", Algorithm: accounting.FixedWindow, Limit: 1 << 40, Window: time.Hour, Scope: []string{"user"}}
+	for i := range 10_000 {
+		attrs := accounting.Attributes{{Name: "user", Value: strconv.Itoa(i)}}
+		req := accounting.ReserveRequest{ID: "b" + strconv.Itoa(i), Items: []accounting.ReserveItem{
+			{Counter: mine.Counter(attrs), Amount: int64(i + 1)}, {Counter: other.Counter(attrs), Amount: 1},
+		}}
+		if _, err := s.Reserve(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Settle(ctx, accounting.SettleRequest{ID: req.ID}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	req := accounting.TopRequest{Prefix: accounting.CounterPrefix(&mine), Counter: mine.Counter(nil), N: 10, MaxScan: 20_000}
+	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		res, err := s.Top(ctx, req)
+		if err != nil || res.Scanned != 10_000 || res.Counters[0].Used != 10_000 {
+			b.Fatalf("Top: scanned %d, %v", res.Scanned, err)
+		}
+	}
+	stats, err := admin.Info(ctx, "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	// cmdstat_scan:calls=…,usec=…,usec_per_call=…,…
+	for line := range strings.SplitSeq(stats, "\r\n") {
+		name, fields, _ := strings.Cut(line, ":")
+		if name != "cmdstat_scan" && name != "cmdstat_fcall" {
+			continue
+		}
+		var calls, usec float64
+		for f := range strings.SplitSeq(fields, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "calls":
+				calls, _ = strconv.ParseFloat(v, 64)
+			case "usec":
+				usec, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		what := strings.TrimPrefix(name, "cmdstat_")
+		b.ReportMetric(usec/float64(b.N), what+"-µs/op")
+		b.ReportMetric(usec/calls, what+"-µs/call")
 	}
 }
