@@ -110,13 +110,13 @@ func withUsageAPI(admin http.Handler, a *usageAPI) http.Handler {
 func (a *usageAPI) endpoint(method string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !a.authorized(r) {
-			a.log.Warn("admin usage API: unauthorized", "remote_addr", r.RemoteAddr, "path", r.URL.Path)
+			a.log.Warn("admin usage API: unauthorized", "remote_addr", r.RemoteAddr, "path", truncate(r.URL.Path, 256))
 			w.Header().Set("WWW-Authenticate", `Bearer realm="tokenwarden"`)
 			writeError(w, http.StatusUnauthorized, "unauthorized", "this endpoint needs Authorization: Bearer <the token in admin_token_file>")
 			return
 		}
 		if a.loopbackOnly && !loopbackPeer(r.RemoteAddr) {
-			a.log.Warn("admin usage API: refused a peer beyond loopback (no admin_token_file)", "remote_addr", r.RemoteAddr, "path", r.URL.Path)
+			a.log.Warn("admin usage API: refused a peer beyond loopback (no admin_token_file)", "remote_addr", r.RemoteAddr, "path", truncate(r.URL.Path, 256))
 			writeError(w, http.StatusForbidden, "forbidden", "without admin_token_file the usage API answers loopback clients only")
 			return
 		}
