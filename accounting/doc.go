@@ -8,6 +8,12 @@
 // program that meters LLM calls some other way can call [Limiter.Reserve]
 // and [Reservation.Settle] itself.
 //
+// A Limiter never changes once made. To change the limits or prices of a
+// running program, [Limiter.Reconfigure] makes a new one that shares the
+// store, the metrics and the background retries: reservations settle under
+// the Limiter they were made on, so a request in flight is charged by the
+// rules it was admitted under.
+//
 // # Model
 //
 // A [Limit] caps one dimension (requests, tokens or USD cost) over a window,

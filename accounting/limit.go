@@ -29,6 +29,10 @@ type Limit struct {
 	Calendar Calendar
 	// OnStoreError decides admission when the store cannot be reached.
 	OnStoreError FailMode
+	// From takes the limit's value per request from an identity
+	// attribute, bounded by a ceiling, Limit being the value when the
+	// attribute has none; nil means Limit for every request.
+	From *LimitFrom
 }
 
 // policyWindow is the window a header stating the limit's policy names:
@@ -103,6 +107,7 @@ func (l *Limit) Validate() error {
 	if l.OnStoreError > FailOpen {
 		bad("on_store_error", "unknown fail mode %d", l.OnStoreError)
 	}
+	errs = append(errs, l.validateFrom())
 	return errors.Join(errs...)
 }
 

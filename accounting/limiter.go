@@ -105,7 +105,16 @@ type Limiter struct {
 	settleRetry time.Duration
 	log         *slog.Logger
 	m           *metrics
+	values      *limitValues
 
+	// background is shared with the Limiters made from this one by
+	// [Limiter.Reconfigure].
+	*background
+}
+
+// background is what a Limiter shares with those reconfigured from it:
+// reservation IDs, and the settlements and releases retrying.
+type background struct {
 	idPrefix string
 	idSeq    atomic.Uint64
 
@@ -131,7 +140,7 @@ func New(opts Options) (*Limiter, error) {
 		settleRetry: opts.SettleRetry,
 		log:         opts.Logger,
 		m:           newMetrics(opts.Registerer),
-		closing:     make(chan struct{}),
+		background:  &background{closing: make(chan struct{})},
 	}
 	if l.settleRetry <= 0 {
 		l.settleRetry = DefaultSettleRetry
@@ -140,6 +149,7 @@ func New(opts Options) (*Limiter, error) {
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}
+	l.values = newLimitValues(opts.Registerer, l.log, l.limits)
 	pending := opts.MaxPendingSettlements
 	if pending <= 0 {
 		pending = DefaultMaxPendingSettlements
@@ -294,6 +304,9 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 		lim := &l.limits[i]
 		if !lim.Applies(req.Attributes) || (req.RequestsOnly && lim.Dimension != Requests) {
 			continue
+		}
+		if lim.From != nil {
+			lim = l.values.forRequest(lim, req.Attributes)
 		}
 		var amount int64
 		switch lim.Dimension {

@@ -48,6 +48,7 @@ type Config struct {
 	AdminPprof bool
 	Log        Log
 	Store      Store
+	Reload     Reload
 	// Accounting holds the limits and prices; set Store, Logger and
 	// Registerer before passing it to accounting.New.
 	Accounting accounting.Options
@@ -119,6 +120,7 @@ func Parse(data []byte) (*Config, error) {
 	c.models(&f)
 	c.limits(&f, p)
 	c.settlement(&f, p)
+	c.reload(&f, p)
 
 	// What the libraries say about their options, named by the keys of
 	// the file.
@@ -244,6 +246,14 @@ func (c *Config) estimation(f *file, p *problems) {
 	c.Server.DefaultOutputCap = e.DefaultOutputCap
 	c.Server.InjectOutputCap = e.InjectOutputCap == nil || *e.InjectOutputCap
 	c.Server.InjectStreamUsage = e.InjectStreamUsage == nil || *e.InjectStreamUsage
+	lo := &e.LearnedOutput
+	c.Server.LearnedOutput = extproc.LearnedOutput{Enabled: lo.Enabled, Quantile: lo.Quantile, MinSamples: lo.MinSamples,
+		DecaySamples: lo.DecaySamples, Floor: lo.Floor, MaxKeys: lo.MaxKeys, Scope: lo.Scope}
+	for i, attr := range lo.Scope {
+		if _, ok := f.Identity.Attributes[attr]; !ok && attr != extproc.AttributeModel && attr != extproc.AttributeAPI && attr != "" {
+			p.add(fmt.Sprintf("estimation.learned_output.scope[%d]", i), "%q has no source under identity.attributes", attr)
+		}
+	}
 }
 
 func (c *Config) models(f *file) {
@@ -272,6 +282,12 @@ func (c *Config) limits(f *file, p *problems) {
 			}
 			if l.Burst, err = amount(l.Dimension, lf.Burst); err != nil {
 				p.add(field+".burst", "%v", err)
+			}
+			if lf.LimitFrom != nil {
+				l.From = &accounting.LimitFrom{Attribute: lf.LimitFrom.Attribute}
+				if l.From.Ceiling, err = amount(l.Dimension, lf.LimitFrom.Ceiling); err != nil {
+					p.add(field+".limit_from.ceiling", "%v", err)
+				}
 			}
 		}
 		if lf.Algorithm != "" {
@@ -302,6 +318,9 @@ func (c *Config) limits(f *file, p *problems) {
 			if !known(attr) {
 				p.add(fmt.Sprintf("%s.scope[%d]", field, j), "%q has no source under identity.attributes (and is not model or api)", attr)
 			}
+		}
+		if a := lf.LimitFrom; a != nil && a.Attribute != "" && !known(a.Attribute) {
+			p.add(field+".limit_from.attribute", "%q has no source under identity.attributes", a.Attribute)
 		}
 		for _, attr := range slices.Sorted(maps.Keys(lf.Match)) {
 			if !known(attr) {

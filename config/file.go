@@ -19,6 +19,7 @@ type file struct {
 	Azure               azureFile            `yaml:"azure"`
 	ServiceTiers        map[string]float64   `yaml:"service_tiers"`
 	RateLimitHeaders    rateLimitHeadersFile `yaml:"rate_limit_headers"`
+	Reload              reloadFile           `yaml:"reload"`
 }
 
 // rateLimitHeadersFile switches the rate-limit header families besides
@@ -84,6 +85,18 @@ type estimationFile struct {
 	DefaultOutputCap  int64           `yaml:"default_output_cap"`
 	InjectOutputCap   *bool           `yaml:"inject_output_cap"`
 	InjectStreamUsage *bool           `yaml:"inject_stream_usage"`
+	LearnedOutput     learnedFile     `yaml:"learned_output"`
+}
+
+// learnedFile turns on learned output estimates (off unless enabled).
+type learnedFile struct {
+	Enabled      bool     `yaml:"enabled"`
+	Quantile     float64  `yaml:"quantile"`
+	MinSamples   int64    `yaml:"min_samples"`
+	DecaySamples int64    `yaml:"decay_samples"`
+	Floor        int64    `yaml:"floor"`
+	MaxKeys      int      `yaml:"max_keys"`
+	Scope        []string `yaml:"scope"`
 }
 
 type modelRuleFile struct {
@@ -115,6 +128,14 @@ type limitFile struct {
 	Window       string            `yaml:"window"`
 	Burst        float64           `yaml:"burst"`
 	OnStoreError string            `yaml:"on_store_error"`
+	LimitFrom    *limitFromFile    `yaml:"limit_from"`
+}
+
+// limitFromFile takes a limit's value from an identity attribute; the
+// limit's own limit is the value without one.
+type limitFromFile struct {
+	Attribute string  `yaml:"attribute"`
+	Ceiling   float64 `yaml:"ceiling"`
 }
 
 type settlementFile struct {

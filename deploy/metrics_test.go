@@ -44,6 +44,14 @@ func exported(t *testing.T) map[string]series {
 	}
 	// cmd/tokenwarden's serve registers these two beside the server's.
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// And its config reloader these, which a package main cannot lend
+	// this test: its own tests find them, by these names, on /metrics.
+	cap.MustRegister(
+		prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokenwarden_config_reloads_total"}, []string{"outcome"}),
+		prometheus.NewGauge(prometheus.GaugeOpts{Name: "tokenwarden_config_last_reload_successful"}),
+		prometheus.NewGauge(prometheus.GaugeOpts{Name: "tokenwarden_config_last_reload_success_timestamp_seconds"}),
+		prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tokenwarden_config_info"}, []string{"sha256"}),
+	)
 	for _, c := range cap.collectors {
 		touch(t, c)
 	}
@@ -142,7 +150,7 @@ func touch(t *testing.T, c prometheus.Collector) {
 
 // labelValueSources are the directories whose Go sources write the label
 // values of the server's metrics.
-var labelValueSources = []string{"../extproc", "../accounting"}
+var labelValueSources = []string{"../extproc", "../accounting", "../cmd/tokenwarden"}
 
 // enumeratedLabels are the labels whose values come from fixed sets in the
 // code. A query that matches one of them on a value the code never writes
@@ -179,17 +187,27 @@ func serverSources(t *testing.T) string {
 func TestExportedMetrics(t *testing.T) {
 	got := exported(t)
 	want := map[string][]string{
-		"tokenwarden_requests_total":            {"api", "outcome"},
-		"tokenwarden_decisions_total":           {"outcome"},
-		"tokenwarden_rejections_total":          {"limit"},
-		"tokenwarden_decision_seconds_bucket":   {"le"},
-		"tokenwarden_tokens_total":              {"api", "kind"},
-		"tokenwarden_settlement_basis_total":    {"basis"},
-		"tokenwarden_settlements_total":         {"outcome"},
-		"tokenwarden_settlements_pending_retry": nil,
-		"tokenwarden_store_errors_total":        {"op"},
-		"tokenwarden_streams_open":              nil,
-		"tokenwarden_panics_total":              nil,
+		"tokenwarden_requests_total":                               {"api", "outcome"},
+		"tokenwarden_decisions_total":                              {"outcome"},
+		"tokenwarden_rejections_total":                             {"limit"},
+		"tokenwarden_decision_seconds_bucket":                      {"le"},
+		"tokenwarden_tokens_total":                                 {"api", "kind"},
+		"tokenwarden_settlement_basis_total":                       {"basis"},
+		"tokenwarden_settlements_total":                            {"outcome"},
+		"tokenwarden_settlements_pending_retry":                    nil,
+		"tokenwarden_store_errors_total":                           {"op"},
+		"tokenwarden_streams_open":                                 nil,
+		"tokenwarden_panics_total":                                 nil,
+		"tokenwarden_config_reloads_total":                         {"outcome"},
+		"tokenwarden_config_last_reload_successful":                nil,
+		"tokenwarden_config_last_reload_success_timestamp_seconds": nil,
+		"tokenwarden_config_info":                                  {"sha256"},
+		"tokenwarden_limit_values_total":                           {"limit", "source"},
+
+		"tokenwarden_learned_output_requests_total":         {"estimate"},
+		"tokenwarden_learned_output_tokens_total":           {"kind"},
+		"tokenwarden_learned_output_overshoot_tokens_total": nil,
+		"tokenwarden_learned_output_keys":                   nil,
 	}
 	for name, labels := range want {
 		s, ok := got[name]

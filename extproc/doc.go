@@ -5,7 +5,9 @@
 // An embedder builds a [Server] with [NewServer] from [Options] (the
 // config package reads them from a file) and an accounting.Limiter,
 // creates a grpc.Server with [Server.ServerOptions], and calls [Register],
-// which adds the gRPC health service Envoy checks.
+// which adds the gRPC health service Envoy checks. [Server.Reload] swaps
+// in new options (and a reconfigured Limiter) for the streams that start
+// after it; each stream keeps the options it started with to its end.
 //
 // # One request
 //

@@ -46,6 +46,9 @@ type Explanation struct {
 	// limit, and its price (accounting.Price.EstimateCost) on every cost
 	// limit.
 	Estimate accounting.Estimate
+	// Learned is what learned output estimates make of the output
+	// reserved; nil when they are off, or the API has no output.
+	Learned *LearnedExplanation
 	// Notes say what the estimate could not see, and how the request is
 	// settled when its response reports no usage.
 	Notes []string
@@ -68,6 +71,7 @@ func (e *RefusedError) Error() string { return strconv.Itoa(e.Status) + " " + e.
 // the server's reply. Explain reserves nothing and counts nothing: no
 // identity is read, and no limit is consulted.
 func (s *Server) Explain(path string, body []byte) (*Explanation, error) {
+	s = s.current()
 	t := s.classify(path)
 	if t.api == nil {
 		return &Explanation{}, nil
@@ -89,7 +93,7 @@ func (s *Server) Explain(path string, body []byte) (*Explanation, error) {
 	e.Model, e.FromDeployment, e.Stream = req.Model, t.model != "", req.Stream
 	e.InputTokens, e.OutputCap, e.CapSource, e.Choices = req.InputTokens, req.OutputCap, req.CapSource, req.Choices
 	e.CapInjected = o.InjectOutputCap && !req.CapGiven
-	e.Estimate = req.Estimate()
+	e.Learned, e.Estimate = s.explainLearned(&req, t.api.Name(), req.Estimate())
 	if req.Notes != "" {
 		e.Notes = strings.Split(req.Notes, "; ")
 	}

@@ -198,7 +198,7 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 	st.attrs = append(st.attrs,
 		accounting.Attribute{Name: AttributeModel, Value: accounting.ModelFamily(req.Model)},
 		accounting.Attribute{Name: AttributeAPI, Value: api.Name()})
-	est := req.Estimate()
+	est := st.learnedEstimate(req.Estimate())
 	if resp, done := st.reserve(accounting.Request{Attributes: st.attrs, Model: req.Model, Estimate: est,
 		PriceFactor: st.s.priceFactor(req.ServiceTier)}); done {
 		return resp, true

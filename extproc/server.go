@@ -68,6 +68,9 @@ type Options struct {
 	// "default") is priced at the largest factor listed: a new tier must
 	// not be cheaper than the dearest known one.
 	ServiceTierFactors map[string]float64
+	// LearnedOutput reserves a learned estimate of a request's output in
+	// place of its whole output cap; off unless Enabled.
+	LearnedOutput LearnedOutput
 	// IETFRateLimitHeaders adds RateLimit-Policy and RateLimit (the IETF
 	// draft's structured fields) beside the x-ratelimit-* headers.
 	IETFRateLimitHeaders bool
@@ -145,8 +148,12 @@ type Server struct {
 	log       *slog.Logger
 	m         *metrics
 	reasoning []string // compiled HiddenReasoningModels
+	learned   *learner // nil unless LearnedOutput is on
 	// warnedObservability: the observability-mode warning was logged.
 	warnedObservability atomic.Bool
+	// live is the Server that new streams run on after a Reload; nil
+	// until the first.
+	live atomic.Pointer[Server]
 }
 
 // NewServer returns a Server. It fails without a Limiter, or if
@@ -170,7 +177,11 @@ func NewServer(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{opts: opts, log: log, m: newMetrics(opts.Registerer), reasoning: reasoning}, nil
+	learned, err := newLearner(opts.LearnedOutput, opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("extproc: invalid options: %w", err)
+	}
+	return &Server{opts: opts, log: log, m: newMetrics(opts.Registerer), reasoning: reasoning, learned: learned}, nil
 }
 
 // hiddenReasoning reports whether model belongs to a family that reasons
@@ -201,6 +212,8 @@ func (s *Server) warnObservabilityMode() {
 // chunks arrive pipelined, and answering them one by one in arrival order
 // meets that.
 func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
+	// The stream runs on the options in force now, to its end.
+	s = s.current()
 	s.m.streams.Inc()
 	defer s.m.streams.Dec()
 	st := newStream(s, srv.Context())

@@ -34,7 +34,10 @@ func (st *stream) settle(complete bool, md *dynamicMetadata) bool {
 		unreadable: st.unreadable,
 		streamed:   st.req.Stream,
 		background: st.req.Background,
-		estimate:   r.Estimate,
+		// The estimate on the output cap, which a learned reservation
+		// may hold less than: a request settled without a usage report
+		// is charged as if nothing were learned.
+		estimate: st.req.Estimate(),
 	}
 	if st.reader != nil {
 		o.usage, o.hasUsage = st.reader.Usage()
@@ -46,6 +49,7 @@ func (st *stream) settle(complete bool, md *dynamicMetadata) bool {
 	// whatever the model.
 	o.hiddenReasoning = st.req.HiddenReasoning || !o.hasUsage && st.s.hiddenReasoning(st.req.Model)
 	usage, basis := settlement(o)
+	st.learn(usage, basis, o.usageFinal)
 	if _, err := r.Settle(st.ctx, usage); err != nil {
 		st.s.log.Warn("settlement failed; retrying in the background", "reservation", r.ID, "err", err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/internal/contentcoding"
+	"github.com/tokenwarden/tokenwarden/internal/learned"
 	"github.com/tokenwarden/tokenwarden/internal/llm"
 )
 
@@ -57,6 +58,10 @@ type stream struct {
 	body  []byte // request body chunks collected so far
 	req   llm.Request
 	res   *accounting.Reservation
+	// learning: the reservation's output is a learned estimate's (or
+	// would be, once learned), under learnKey, which settlement feeds.
+	learning bool
+	learnKey learned.Key
 
 	status     int
 	origin     origin

@@ -35,6 +35,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, accounting.FieldErrorf(field, format, args...))
 	}
 	errs = append(errs, accounting.PrefixFields("identity", o.Identity.Validate()))
+	errs = append(errs, accounting.PrefixFields("estimation.learned_output", o.LearnedOutput.Validate()))
 	if o.DefaultOutputCap < 0 || o.DefaultOutputCap > MaxOutputCap {
 		bad("estimation.default_output_cap", "%d is outside 1..%d", o.DefaultOutputCap, MaxOutputCap)
 	}

@@ -64,6 +64,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"SettleAfterFixedRollover", testSettleAfterFixedRollover},
 		{"SettleAfterSlidingRollover", testSettleAfterSlidingRollover},
 		{"TokenBucketRefundCapped", testTokenBucketRefundCapped},
+		{"PerRequestLimit", testPerRequestLimit},
 		{"IdleExpiry", testIdleExpiry},
 		{"DistinctKeys", testDistinctKeys},
 		{"Concurrent", testConcurrent},

@@ -56,6 +56,7 @@ func printConfig(w io.Writer, cfg *config.Config) {
 	}
 	fmt.Fprintf(w, "config ok\nlisten %s, admin %s, store %s\n", cfg.Listen, cfg.Admin, storeType)
 	printAdminAPI(w, cfg)
+	fmt.Fprintln(w, reloadSummary(cfg))
 	if cfg.Store.Redis != nil && cfg.Store.AllowEviction {
 		fmt.Fprintln(w, "store.redis.allow_eviction: true: Redis's maxmemory-policy is not checked; a full Redis under any policy but noeviction resets budgets")
 	}
@@ -63,6 +64,7 @@ func printConfig(w io.Writer, cfg *config.Config) {
 	fmt.Fprintf(w, "estimation: tokenizer %s, %.2f chars/token, default output cap %d, inject cap %v, inject stream usage %v\n",
 		cmp.Or(cfg.Tokenizer.Mode, tokenizer.ModeApproximate), cmp.Or(cfg.Tokenizer.CharsPerToken, tokenizer.ReferenceCharsPerToken),
 		cmp.Or(s.DefaultOutputCap, extproc.DefaultOutputCap), s.InjectOutputCap, s.InjectStreamUsage)
+	fmt.Fprintln(w, learnedSummary(s.LearnedOutput))
 	reasoning := s.HiddenReasoningModels
 	if reasoning == nil {
 		reasoning = extproc.DefaultHiddenReasoningModels
@@ -110,6 +112,10 @@ func printConfig(w io.Writer, cfg *config.Config) {
 		line := fmt.Sprintf("  %-24s %s %s per %s, %s, %s", l.Name, formatLimit(l.Dimension, l.Limit), l.Dimension, window, scope, l.Algorithm)
 		if l.Burst > 0 {
 			line += fmt.Sprintf(" (burst %s)", formatLimit(l.Dimension, l.Burst))
+		}
+		if f := l.From; f != nil {
+			line += fmt.Sprintf(", per request from attribute %s up to %s (%s when absent or unusable)",
+				f.Attribute, formatLimit(l.Dimension, f.Ceiling), formatLimit(l.Dimension, l.Limit))
 		}
 		if len(l.Match) > 0 {
 			line += ", when " + humanMatch(l.Match, slices.Sorted(maps.Keys(l.Match)))

@@ -150,6 +150,9 @@ func printExplanation(w io.Writer, path string, e *extproc.Explanation, counter 
 		}
 		fmt.Fprintf(w, "output cap: %d (%s) × %d %s = %d\n", e.OutputCap, source, e.Choices, plural(e.Choices, "choice"), e.Estimate.OutputTokens)
 	}
+	if l := e.Learned; l != nil {
+		printLearned(w, e, l)
+	}
 	fmt.Fprintf(w, "reservation: %d tokens\n", e.Estimate.Total())
 	price, ok := prices.Lookup(e.Model)
 	switch {

@@ -7,6 +7,9 @@
 //
 // With no flags it runs on an embedded default config: memory store,
 // ext_proc gRPC on 127.0.0.1:50051, admin HTTP on 127.0.0.1:9090.
+//
+// SIGTERM and SIGINT shut it down gracefully; SIGHUP reloads the -config
+// file, which the server also watches for changes.
 package main
 
 import (

@@ -11,6 +11,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,29 +78,24 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q (subcommands: check-config, estimate)", fs.Arg(0))
 	}
-	cfg, err := loadConfig(*configPath)
+	file := &configFile{path: *configPath, listen: *listen, admin: *admin}
+	cfg, hash, err := file.load()
 	if err != nil {
 		return err
 	}
-	if *listen != "" {
-		cfg.Listen = *listen
-	}
-	if *admin != "" {
-		cfg.Admin = *admin
-	}
-	return serve(ctx, cfg, stderr)
+	return serve(ctx, cfg, file, hash, stderr)
 }
 
 // loadConfig reads and validates a config file, or the embedded default.
 func loadConfig(path string) (*config.Config, error) {
-	if path == "" {
-		return config.Parse(defaultConfig)
-	}
-	return config.Load(path)
+	cfg, _, err := (&configFile{path: path}).load()
+	return cfg, err
 }
 
-func newLogger(l config.Log, w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: l.Level}
+// newLogger returns the logger l describes, at level: a reload may
+// change the level, not the format.
+func newLogger(l config.Log, level slog.Leveler, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
 	if l.Text {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
@@ -122,9 +120,12 @@ func newStore(cfg *config.Config, log *slog.Logger) (accounting.Store, func() er
 // serve runs the server until ctx is cancelled, then shuts down: new
 // streams are refused, in-flight ones get cfg.ShutdownGrace to finish,
 // the rest are cut and settled, and settlements still retrying get a
-// last chance.
-func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
-	log := newLogger(cfg.Log, stderr)
+// last chance. Meanwhile SIGHUP, and a change of file (hash is the
+// content cfg was read from), reload the config.
+func serve(ctx context.Context, cfg *config.Config, file *configFile, hash string, stderr io.Writer) error {
+	level := new(slog.LevelVar)
+	level.Set(cfg.Log.Level)
+	log := newLogger(cfg.Log, level, stderr)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -146,6 +147,12 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	rl := newReloader(file, cfg, hash, limiter, srv, level, log, reg)
+	// Registered before the server says it started: from then on a
+	// SIGHUP reloads, and never takes the default action (exit).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 
 	grpcLis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -171,9 +178,16 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	if cfg.Store.Redis != nil {
 		storeType = "redis"
 	}
+	reloadCtx, stopReloads := context.WithCancel(ctx)
+	reloads := make(chan struct{})
+	go func() {
+		rl.run(reloadCtx, hup)
+		close(reloads)
+	}()
 	log.Info("tokenwarden started",
 		"listen", grpcLis.Addr().String(), "admin", adminLis.Addr().String(),
-		"store", storeType, "limits", len(cfg.Accounting.Limits))
+		"store", storeType, "limits", len(cfg.Accounting.Limits), "config_sha256", hash,
+		"watch_interval", rl.watchInterval().String())
 
 	var serveErr error
 	select {
@@ -181,6 +195,10 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	case serveErr = <-errc:
 		log.Error("server failed", "err", serveErr)
 	}
+	// No reload during the shutdown; it runs on the last config applied.
+	stopReloads()
+	<-reloads
+	cfg = rl.current()
 
 	log.Info("shutting down", "grace", cfg.ShutdownGrace.String())
 	hs.Shutdown() // health checks now say NOT_SERVING

@@ -84,6 +84,7 @@ func (l *logSink) await(t *testing.T, msg string) map[string]any {
 
 type running struct {
 	grpcAddr, adminAddr string
+	path                string // the config file
 	logs                *logSink
 	cancel              context.CancelFunc
 	done                chan error
@@ -97,7 +98,7 @@ func start(t *testing.T, config string) *running {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{logs: newLogSink(), cancel: cancel, done: make(chan error, 1)}
+	r := &running{path: path, logs: newLogSink(), cancel: cancel, done: make(chan error, 1)}
 	go func() {
 		r.done <- run(ctx, []string{"-config", path, "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0"}, strings.NewReader(""), io.Discard, r.logs)
 	}()

@@ -1,0 +1,46 @@
+package accounting
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Reconfigure returns a Limiter that applies opts' limits, prices and
+// settlement retry on l's store, sharing with l what must outlive a
+// config: the metrics, the reservation IDs, and the settlements and
+// releases retrying in the background (and their bound). It is how a
+// config reload changes the limits without losing a settlement.
+//
+// l is left as it is: a Limiter is never changed once made, so a
+// reservation settles under the limits and prices it was reserved under,
+// whichever Limiter a caller has moved on to since. In particular a limit
+// that opts leaves out still gets the settlements of the reservations
+// made on it; a new limit starts from its counter as the store holds it.
+//
+// Of opts' other fields: Store must be nil or l's store, and
+// MaxPendingSettlements zero or the bound l was made with (the retry
+// slots are shared, so neither can change); Logger nil means l's;
+// Registerer is ignored (the metrics are l's). Validate's problems are
+// returned as New returns them. Closing any of the Limiters made this way
+// closes them all: they share one set of retries.
+func (l *Limiter) Reconfigure(opts Options) (*Limiter, error) {
+	if opts.Store != nil && opts.Store != l.store {
+		return nil, errors.New("accounting: Reconfigure cannot change the store")
+	}
+	if opts.MaxPendingSettlements != 0 && opts.MaxPendingSettlements != cap(l.retrySlots) {
+		return nil, fmt.Errorf("accounting: Reconfigure cannot change MaxPendingSettlements (%d) to %d",
+			cap(l.retrySlots), opts.MaxPendingSettlements)
+	}
+	// New sets every default and prepares what it prepares per config;
+	// what it would make for itself alone is replaced by l's.
+	opts.Store, opts.Registerer = l.store, nil
+	if opts.Logger == nil {
+		opts.Logger = l.log
+	}
+	next, err := New(opts)
+	if err != nil {
+		return nil, err
+	}
+	next.m, next.background = l.m, l.background
+	return next, nil
+}

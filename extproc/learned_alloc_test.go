@@ -1,0 +1,51 @@
+package extproc
+
+import "testing"
+
+// TestLearnedLifecycleAllocs: learned output estimates (unscoped) cost a
+// lifecycle no allocation once its model and API are learned: the
+// estimate is looked up and fed in place.
+func TestLearnedLifecycleAllocs(t *testing.T) {
+	msgs := lifecycleMessages(t, "t1")
+	plain, learning := lifecycleServer(t), lifecycleServer(t)
+	l, err := newLearner(LearnedOutput{Enabled: true, MinSamples: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	learning.learned = l
+	replay(t, learning, msgs) // the key is created, and learns
+	if _, samples, ok := l.est.Estimate(l.key("openai.chat", "gpt-4o-mini", nil)); !ok || samples != 1 {
+		t.Fatalf("after one lifecycle: %d samples, estimate %v; want one, and an estimate", samples, ok)
+	}
+	base := testing.AllocsPerRun(200, func() { replay(t, plain, msgs) })
+	with := testing.AllocsPerRun(200, func() { replay(t, learning, msgs) })
+	if with > base {
+		t.Errorf("allocations per lifecycle: %.0f learning, %.0f without; want no more", with, base)
+	}
+}
+
+// BenchmarkProcessLearned is BenchmarkProcess's lifecycle with learned
+// output estimates on and learned, beside the same server without them.
+func BenchmarkProcessLearned(b *testing.B) {
+	msgs := lifecycleMessages(b, "t1")
+	learning := lifecycleServer(b)
+	l, err := newLearner(LearnedOutput{Enabled: true, MinSamples: 1}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	learning.learned = l
+	for _, tc := range []struct {
+		name string
+		p    processor
+	}{
+		{"off", lifecycleServer(b)},
+		{"learned", learning},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				replay(b, tc.p, msgs)
+			}
+		})
+	}
+}
