@@ -87,6 +87,7 @@ func (l *Limiter) Usage(ctx context.Context, attrs Attributes) ([]LimitUsage, er
 		if !lim.Applies(attrs) {
 			continue
 		}
+		lim = atValue(lim, attrs)
 		out = append(out, LimitUsage{Limit: lim, Scope: scopeOf(lim, attrs)})
 		counters = append(counters, lim.Counter(attrs))
 	}
@@ -107,8 +108,9 @@ func (l *Limiter) Usage(ctx context.Context, attrs Attributes) ([]LimitUsage, er
 }
 
 // CounterUsage returns the state of limit name's counter for the scope
-// values in attrs (other attributes are ignored). The limit's Match is
-// not consulted: this names a counter, not a request.
+// values in attrs (other attributes are ignored, but for the one a
+// limit_from reads its value from). The limit's Match is not consulted:
+// this names a counter, not a request.
 func (l *Limiter) CounterUsage(ctx context.Context, name string, attrs Attributes) (LimitUsage, error) {
 	in, err := l.inspector()
 	if err != nil {
@@ -118,6 +120,7 @@ func (l *Limiter) CounterUsage(ctx context.Context, name string, attrs Attribute
 	if err != nil {
 		return LimitUsage{}, err
 	}
+	lim = atValue(lim, attrs)
 	states, err := in.Peek(ctx, []Counter{lim.Counter(attrs)})
 	if err != nil {
 		return LimitUsage{}, err
@@ -147,7 +150,9 @@ func (l *Limiter) ResetCounter(ctx context.Context, name string, attrs Attribute
 
 // Top returns the (at most n, at most [MaxTopN]) counters of limit name
 // that hold the most usage now, examining at most maxScan store entries
-// (zero means [DefaultTopScan]; at most [MaxTopScan]). Counters the
+// (zero means [DefaultTopScan]; at most [MaxTopScan]). A limit with a
+// [LimitFrom] is read at its own value, the value of a request without
+// the attribute: the store keeps no value with a counter. Counters the
 // limit wrote under another scope, before its config changed, share its
 // key prefix but not its key layout: they are skipped.
 func (l *Limiter) Top(ctx context.Context, name string, n, maxScan int) (TopUsage, error) {
@@ -197,6 +202,22 @@ func (l *Limiter) counterOf(name string, attrs Attributes) (*Limit, Attributes, 
 		return nil, nil, fmt.Errorf("%w: limit %q is per %s; give %s", ErrScopeMissing, name, strings.Join(lim.Scope, "+"), strings.Join(missing, ", "))
 	}
 	return lim, attrs, nil
+}
+
+// atValue returns lim as a request with attrs is held to it: at the
+// value its [LimitFrom] gives, if any (see [Limit.ValueFor]). Unlike a
+// reservation, a read counts and logs no value.
+func atValue(lim *Limit, attrs Attributes) *Limit {
+	if lim.From == nil {
+		return lim
+	}
+	v, _ := lim.ValueFor(attrs)
+	if v == lim.Limit {
+		return lim
+	}
+	c := *lim
+	c.Limit = v
+	return &c
 }
 
 // scopeOf returns lim's scope values from attrs, which has them all.

@@ -179,3 +179,40 @@ func FuzzScopeValues(f *testing.F) {
 		}
 	})
 }
+
+// TestUsageAtTheRequestsValue: a limit whose value comes from an
+// attribute (limit_from) is shown at the value the attributes give, as a
+// request carrying them would be held to it.
+func TestUsageAtTheRequestsValue(t *testing.T) {
+	tpm := limit("tpm", accounting.Tokens, 1000, "tenant")
+	tpm.From = &accounting.LimitFrom{Attribute: "tpm", Ceiling: 10_000}
+	l := newLimiter(t, memstore.New(memstore.Options{}), tpm)
+	r, err := l.Reserve(t.Context(), accounting.Request{Attributes: attrs("tenant", "acme", "tpm", "5000"), Estimate: accounting.Estimate{InputTokens: 800}})
+	if err != nil || !r.Admitted {
+		t.Fatalf("reserve: %v", err)
+	}
+	tests := []struct {
+		name          string
+		attrs         accounting.Attributes
+		limit, remain int64
+	}{
+		{"the value the request carried", attrs("tenant", "acme", "tpm", "5000"), 5000, 4200},
+		{"no value: the limit's own", attrs("tenant", "acme"), 1000, 200},
+		{"above the ceiling", attrs("tenant", "acme", "tpm", "99999"), 10_000, 9200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := l.Usage(t.Context(), tt.attrs)
+			if err != nil || len(got) != 1 || got[0].Limit.Limit != tt.limit || got[0].Used != 800 || got[0].Remaining != tt.remain {
+				t.Errorf("Usage: got %+v, %v, want limit %d used 800 remaining %d", got, err, tt.limit, tt.remain)
+			}
+			one, err := l.CounterUsage(t.Context(), "tpm", tt.attrs)
+			if err != nil || one.Limit.Limit != tt.limit || one.Remaining != tt.remain {
+				t.Errorf("CounterUsage: got %+v, %v, want limit %d remaining %d", one, err, tt.limit, tt.remain)
+			}
+		})
+	}
+	if lim, _ := l.Limit("tpm"); lim.Limit != 1000 {
+		t.Errorf("the configured limit changed: %d", lim.Limit)
+	}
+}

@@ -17,10 +17,11 @@ const (
 )
 
 // adminToken reads the token that protects the admin listener's usage
-// API from admin_token_file. It is read once, at load, so that a file
-// that is missing or unusable stops the server (and check-config) with a
-// clear error instead of leaving the API open or shut later. Errors
-// never quote the file's content.
+// API from admin_token_file. It is read with the config (at start, at
+// every reload), so that a file that is missing or unusable is a config
+// error (the server does not start, a reload is refused, check-config
+// says so) instead of leaving the API open or shut later. Errors never
+// quote the file's content.
 func (c *Config) adminToken(f *file, p *problems) {
 	c.AdminTokenFile = f.AdminTokenFile
 	if f.AdminTokenFile == "" {

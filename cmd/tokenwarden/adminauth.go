@@ -17,17 +17,27 @@ import (
 // default is loopback only, and only loopback peers when the address is
 // reachable from the network.
 
-// authorized reports whether r carries the admin token, or none is set.
-func (a *usageAPI) authorized(r *http.Request) bool {
-	if a.tokenSum == nil {
+// authorized reports whether r carries token, or token is "" (none is
+// set). The digests are compared, in constant time, so that neither the
+// token nor its length leaks through timing.
+func authorized(r *http.Request, token string) bool {
+	if token == "" {
 		return true
 	}
 	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	return subtle.ConstantTimeCompare(sum[:], a.tokenSum) == 1
+	got, want := sha256.Sum256([]byte(strings.TrimSpace(tok))), sha256.Sum256([]byte(token))
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+}
+
+// loopbackOnly reports whether the usage API must refuse peers beyond
+// loopback: the admin address is reachable from the network and no
+// token is set, and a reset open to anyone who reaches the port would
+// be a way around every limit.
+func loopbackOnly(cfg *config.Config) bool {
+	return cfg.AdminToken == "" && adminExposed(cfg.Admin)
 }
 
 // printAdminAPI says, for check-config, how the usage API is protected.

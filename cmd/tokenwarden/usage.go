@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,32 +38,26 @@ const (
 // used and has left on every limit, the heaviest counters of a limit, and
 // a counter's reset. It reads the store through the Limiter's read side
 // (accounting.Inspector) and never charges anything.
+//
+// Every request asks state for the config and the Limiter in force, so
+// that a reload's limits, identity attributes and admin token apply to
+// the next request, as they do to the next stream.
 type usageAPI struct {
-	limiter *accounting.Limiter
-	// known are the attribute names a query may give: the identity
-	// attributes, model and api.
-	known map[string]bool
-	// tokenSum is the SHA-256 of the admin token, nil when none is set.
-	// Comparing digests in constant time leaks neither the token nor
-	// its length.
-	tokenSum []byte
-	// loopbackOnly refuses peers beyond loopback: the admin listener is
-	// reachable from the network and no token is set, and a reset open
-	// to anyone who reaches the port would be a way around every limit.
-	loopbackOnly bool
-	log          *slog.Logger
-	resets       *prometheus.CounterVec
-	now          func() time.Time
+	state func() (*config.Config, *accounting.Limiter)
+	log   *slog.Logger
+	// resets counts resets by limit: tokenwarden_admin_resets_total.
+	resets *prometheus.CounterVec
+	now    func() time.Time
 	// topSlot lets one Top run at a time: each may scan the store.
 	topSlot chan struct{}
 }
 
-// newUsageAPI returns the usage API for cfg's limiter. reg may be nil.
-func newUsageAPI(cfg *config.Config, limiter *accounting.Limiter, log *slog.Logger, reg prometheus.Registerer) *usageAPI {
+// newUsageAPI returns the usage API on what state returns. reg may be
+// nil.
+func newUsageAPI(state func() (*config.Config, *accounting.Limiter), log *slog.Logger, reg prometheus.Registerer) *usageAPI {
 	a := &usageAPI{
-		limiter: limiter,
-		known:   map[string]bool{extproc.AttributeModel: true, extproc.AttributeAPI: true},
-		log:     log,
+		state: state,
+		log:   log,
 		resets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokenwarden_admin_resets_total",
 			Help: "Counters reset through the admin usage API, by limit.",
@@ -72,21 +65,43 @@ func newUsageAPI(cfg *config.Config, limiter *accounting.Limiter, log *slog.Logg
 		now:     time.Now,
 		topSlot: make(chan struct{}, 1),
 	}
-	for _, src := range cfg.Server.Identity.Attributes {
-		a.known[src.Name] = true
-	}
-	if cfg.AdminToken != "" {
-		sum := sha256.Sum256([]byte(cfg.AdminToken))
-		a.tokenSum = sum[:]
-	}
 	if reg != nil {
 		reg.MustRegister(a.resets)
 	}
-	if cfg.AdminToken == "" && adminExposed(cfg.Admin) {
-		a.loopbackOnly = true
+	if cfg, _ := state(); loopbackOnly(cfg) {
 		log.Warn("the admin usage API answers loopback clients only (kubectl port-forward, kubectl exec): set admin_token_file to reach it over the network", "admin", cfg.Admin)
 	}
 	return a
+}
+
+// usageCall is what one request of the usage API runs on.
+type usageCall struct {
+	cfg     *config.Config
+	limiter *accounting.Limiter
+}
+
+// known reports whether a query may name the attribute: an identity
+// attribute of the config, model or api.
+func (c usageCall) known(name string) bool {
+	if name == extproc.AttributeModel || name == extproc.AttributeAPI {
+		return true
+	}
+	for _, src := range c.cfg.Server.Identity.Attributes {
+		if src.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// knownNames lists the attribute names a query may give, sorted.
+func (c usageCall) knownNames() []string {
+	names := []string{extproc.AttributeModel, extproc.AttributeAPI}
+	for _, src := range c.cfg.Server.Identity.Attributes {
+		names = append(names, src.Name)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // withUsageAPI serves the usage API under /v1/ and everything else with
@@ -94,7 +109,7 @@ func newUsageAPI(cfg *config.Config, limiter *accounting.Limiter, log *slog.Logg
 func withUsageAPI(admin http.Handler, a *usageAPI) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", admin)
-	mux.HandleFunc("/v1/", a.endpoint("", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/v1/", a.endpoint("", func(w http.ResponseWriter, r *http.Request, _ usageCall) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.URL.Path)
 	}))
 	mux.HandleFunc("/v1/usage", a.endpoint(http.MethodGet, a.usage))
@@ -105,17 +120,22 @@ func withUsageAPI(admin http.Handler, a *usageAPI) http.Handler {
 	return mux
 }
 
-// endpoint checks the token and the method (any when method is "")
-// before h runs, answering JSON either way.
-func (a *usageAPI) endpoint(method string, h http.HandlerFunc) http.HandlerFunc {
+// usageHandler is one endpoint of the usage API.
+type usageHandler func(w http.ResponseWriter, r *http.Request, c usageCall)
+
+// endpoint checks the token, the peer and the method (any when method
+// is "") before h runs on the config in force, answering JSON either
+// way.
+func (a *usageAPI) endpoint(method string, h usageHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !a.authorized(r) {
+		cfg, limiter := a.state()
+		if !authorized(r, cfg.AdminToken) {
 			a.log.Warn("admin usage API: unauthorized", "remote_addr", r.RemoteAddr, "path", truncate(r.URL.Path, 256))
 			w.Header().Set("WWW-Authenticate", `Bearer realm="tokenwarden"`)
 			writeError(w, http.StatusUnauthorized, "unauthorized", "this endpoint needs Authorization: Bearer <the token in admin_token_file>")
 			return
 		}
-		if a.loopbackOnly && !loopbackPeer(r.RemoteAddr) {
+		if loopbackOnly(cfg) && !loopbackPeer(r.RemoteAddr) {
 			a.log.Warn("admin usage API: refused a peer beyond loopback (no admin_token_file)", "remote_addr", r.RemoteAddr, "path", truncate(r.URL.Path, 256))
 			writeError(w, http.StatusForbidden, "forbidden", "without admin_token_file the usage API answers loopback clients only")
 			return
@@ -125,7 +145,7 @@ func (a *usageAPI) endpoint(method string, h http.HandlerFunc) http.HandlerFunc 
 			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed here; use "+method)
 			return
 		}
-		h(w, r)
+		h(w, r, usageCall{cfg: cfg, limiter: limiter})
 	}
 }
 
@@ -138,10 +158,19 @@ type limitJSON struct {
 	Match     map[string]string `json:"match,omitempty"`
 	Algorithm string            `json:"algorithm"`
 	Window    string            `json:"window"`
-	// Limit is the capacity: a token bucket's burst.
+	// Limit is the capacity: a token bucket's burst. For a limit with
+	// limit_from, the value the attributes asked about give.
 	Limit int64 `json:"limit"`
 	// Refill is a token bucket's refill per window.
 	Refill int64 `json:"refill_per_window,omitempty"`
+	// LimitFrom says where a request's value comes from, if not Limit.
+	LimitFrom *limitFromJSON `json:"limit_from,omitempty"`
+}
+
+// limitFromJSON is a limit's limit_from.
+type limitFromJSON struct {
+	Attribute string `json:"attribute"`
+	Ceiling   int64  `json:"ceiling"`
 }
 
 // counterJSON is one counter's state.
@@ -167,6 +196,9 @@ func describeLimit(l *accounting.Limit) limitJSON {
 	}
 	if l.Algorithm == accounting.TokenBucket {
 		j.Refill = l.Limit
+	}
+	if f := l.From; f != nil {
+		j.LimitFrom = &limitFromJSON{Attribute: f.Attribute, Ceiling: f.Ceiling}
 	}
 	return j
 }
@@ -208,11 +240,11 @@ func configWindow(l *accounting.Limit) string {
 }
 
 // GET /v1/limits: the limits as configured.
-func (a *usageAPI) limits(w http.ResponseWriter, r *http.Request) {
+func (a *usageAPI) limits(w http.ResponseWriter, r *http.Request, c usageCall) {
 	out := struct {
 		Limits []limitJSON `json:"limits"`
 	}{Limits: []limitJSON{}}
-	for _, l := range a.limiter.Limits() {
+	for _, l := range c.limiter.Limits() {
 		out.Limits = append(out.Limits, describeLimit(&l))
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -220,13 +252,13 @@ func (a *usageAPI) limits(w http.ResponseWriter, r *http.Request) {
 
 // GET /v1/usage?tenant=acme&user=u1: every limit a request with these
 // attributes would be charged on, and its counter's state.
-func (a *usageAPI) usage(w http.ResponseWriter, r *http.Request) {
-	attrs, err := a.queryAttributes(r)
+func (a *usageAPI) usage(w http.ResponseWriter, r *http.Request, c usageCall) {
+	attrs, err := queryAttributes(r, c)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	usage, err := a.limiter.Usage(r.Context(), attrs)
+	usage, err := c.limiter.Usage(r.Context(), attrs)
 	if err != nil {
 		a.writeStoreError(w, err)
 		return
@@ -246,20 +278,22 @@ func (a *usageAPI) usage(w http.ResponseWriter, r *http.Request) {
 
 // GET /v1/limits/{name}/usage?tenant=acme: one counter of one limit,
 // named by its scope values.
-func (a *usageAPI) counterUsage(w http.ResponseWriter, r *http.Request) {
-	lim, ok := a.limit(w, r)
+func (a *usageAPI) counterUsage(w http.ResponseWriter, r *http.Request, c usageCall) {
+	lim, ok := limitOf(w, r, c)
 	if !ok {
 		return
 	}
-	attrs, err := a.queryAttributes(r)
+	attrs, err := queryAttributes(r, c)
 	if err == nil {
-		err = scopeOnly(lim, attrs)
+		// The attribute a limit_from reads may come too: the counter
+		// is then shown at the value it gives.
+		err = scopeOnly(lim, attrs, valueAttribute(lim))
 	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	u, err := a.limiter.CounterUsage(r.Context(), lim.Name, attrs)
+	u, err := c.limiter.CounterUsage(r.Context(), lim.Name, attrs)
 	if err != nil {
 		a.writeStoreError(w, err)
 		return
@@ -269,8 +303,8 @@ func (a *usageAPI) counterUsage(w http.ResponseWriter, r *http.Request) {
 
 // GET /v1/limits/{name}/top?n=10&scan=10000: the limit's heaviest
 // counters, from a bounded scan of the store.
-func (a *usageAPI) top(w http.ResponseWriter, r *http.Request) {
-	lim, ok := a.limit(w, r)
+func (a *usageAPI) top(w http.ResponseWriter, r *http.Request, c usageCall) {
+	lim, ok := limitOf(w, r, c)
 	if !ok {
 		return
 	}
@@ -302,7 +336,7 @@ func (a *usageAPI) top(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusTooManyRequests, "busy", "another top scan is running; try again when it is done")
 		return
 	}
-	top, err := a.limiter.Top(r.Context(), lim.Name, n, scan)
+	top, err := c.limiter.Top(r.Context(), lim.Name, n, scan)
 	if err != nil {
 		a.writeStoreError(w, err)
 		return
@@ -330,8 +364,8 @@ type resetRequest struct {
 
 // POST /v1/limits/{name}/reset {"scope": {"tenant": "acme"}}: start one
 // counter afresh. Logged at warn with who asked, and counted.
-func (a *usageAPI) reset(w http.ResponseWriter, r *http.Request) {
-	lim, ok := a.limit(w, r)
+func (a *usageAPI) reset(w http.ResponseWriter, r *http.Request, c usageCall) {
+	lim, ok := limitOf(w, r, c)
 	if !ok {
 		return
 	}
@@ -350,11 +384,11 @@ func (a *usageAPI) reset(w http.ResponseWriter, r *http.Request) {
 	for _, k := range slices.Sorted(maps.Keys(req.Scope)) {
 		attrs = append(attrs, accounting.Attribute{Name: k, Value: req.Scope[k]})
 	}
-	if err := scopeOnly(lim, attrs); err != nil {
+	if err := scopeOnly(lim, attrs, ""); err != nil {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	before, existed, err := a.limiter.ResetCounter(r.Context(), lim.Name, attrs)
+	before, existed, err := c.limiter.ResetCounter(r.Context(), lim.Name, attrs)
 	if err != nil {
 		a.writeStoreError(w, err)
 		return
@@ -386,10 +420,10 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// limit returns the limit the path names, or answers 404.
-func (a *usageAPI) limit(w http.ResponseWriter, r *http.Request) (*accounting.Limit, bool) {
+// limitOf returns the limit the path names, or answers 404.
+func limitOf(w http.ResponseWriter, r *http.Request, c usageCall) (*accounting.Limit, bool) {
 	name := r.PathValue("name")
-	lim, ok := a.limiter.Limit(name)
+	lim, ok := c.limiter.Limit(name)
 	if !ok {
 		writeError(w, http.StatusNotFound, "unknown_limit", fmt.Sprintf("no limit is named %q (GET /v1/limits lists them)", name))
 	}
@@ -398,15 +432,15 @@ func (a *usageAPI) limit(w http.ResponseWriter, r *http.Request) (*accounting.Li
 
 // queryAttributes reads identity attributes from the query, each given
 // once and each a name the config knows.
-func (a *usageAPI) queryAttributes(r *http.Request) (accounting.Attributes, error) {
+func queryAttributes(r *http.Request, c usageCall) (accounting.Attributes, error) {
 	q, err := urlQuery(r)
 	if err != nil {
 		return nil, err
 	}
 	var attrs accounting.Attributes
 	for _, k := range slices.Sorted(maps.Keys(q)) {
-		if !a.known[k] {
-			return nil, fmt.Errorf("unknown attribute %q (known: %s)", k, strings.Join(slices.Sorted(maps.Keys(a.known)), ", "))
+		if !c.known(k) {
+			return nil, fmt.Errorf("unknown attribute %q (known: %s)", k, strings.Join(c.knownNames(), ", "))
 		}
 		if len(q[k]) != 1 {
 			return nil, fmt.Errorf("attribute %q is given %d times", k, len(q[k]))
@@ -426,11 +460,12 @@ func urlQuery(r *http.Request) (url.Values, error) {
 	return q, nil
 }
 
-// scopeOnly checks that attrs are exactly lim's scope: a counter is named
-// by all of its scope values and by nothing else.
-func scopeOnly(lim *accounting.Limit, attrs accounting.Attributes) error {
+// scopeOnly checks that attrs are lim's scope, and besides it at most
+// the attribute extra (when not ""): a counter is named by all of its
+// scope values and by nothing else.
+func scopeOnly(lim *accounting.Limit, attrs accounting.Attributes, extra string) error {
 	for _, at := range attrs {
-		if !slices.Contains(lim.Scope, at.Name) {
+		if !slices.Contains(lim.Scope, at.Name) && at.Name != extra {
 			return fmt.Errorf("limit %q is per %s; %q is not part of its scope", lim.Name, scopeName(lim), at.Name)
 		}
 	}
@@ -444,6 +479,14 @@ func scopeOnly(lim *accounting.Limit, attrs accounting.Attributes) error {
 		return fmt.Errorf("limit %q is per %s; give %s", lim.Name, scopeName(lim), strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// valueAttribute names the attribute lim's limit_from reads, or "".
+func valueAttribute(lim *accounting.Limit) string {
+	if lim.From == nil {
+		return ""
+	}
+	return lim.From.Attribute
 }
 
 func scopeName(lim *accounting.Limit) string {

@@ -9,7 +9,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,9 +46,28 @@ limits:
 type usageFixture struct {
 	handler http.Handler
 	api     *usageAPI
-	limiter *accounting.Limiter
 	logs    *bytes.Buffer
 	reg     *prometheus.Registry
+
+	mu      sync.Mutex
+	cfg     *config.Config
+	limiter *accounting.Limiter
+}
+
+// state is the usage API's view of the config in force.
+func (f *usageFixture) state() (*config.Config, *accounting.Limiter) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cfg, f.limiter
+}
+
+// edit changes the config in force, as a reload would (the limits stay).
+func (f *usageFixture) edit(change func(*config.Config)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	next := *f.cfg
+	change(&next)
+	f.cfg = &next
 }
 
 func newUsageFixture(t *testing.T, store accounting.Store, token string) *usageFixture {
@@ -73,10 +94,12 @@ func newUsageFixture(t *testing.T, store accounting.Store, token string) *usageF
 			t.Fatalf("reserve for %s: %v", user, err)
 		}
 	}
-	api := newUsageAPI(cfg, limiter, log, reg)
-	api.now = func() time.Time { return time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC) }
+	f := &usageFixture{logs: logs, reg: reg, cfg: cfg, limiter: limiter}
+	f.api = newUsageAPI(f.state, log, reg)
+	f.api.now = func() time.Time { return time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC) }
 	ready := &readiness{store: store, log: log}
-	return &usageFixture{handler: withUsageAPI(adminHandler(reg, ready, false), api), api: api, limiter: limiter, logs: logs, reg: reg}
+	f.handler = withUsageAPI(adminHandler(reg, ready, false), f.api)
+	return f
 }
 
 // do serves one request and decodes the JSON answer.
@@ -257,6 +280,118 @@ func TestUsageAPIMemory(t *testing.T) {
 	runUsageCases(t, memstore.New(memstore.Options{}))
 }
 
+// TestUsageAPIFollowsReload: a reload's limits, identity attributes and
+// admin token apply to the usage API's next request, as they do to the
+// next stream: rotating the token is a SIGHUP.
+func TestUsageAPIFollowsReload(t *testing.T) {
+	rig := newReloadRig(t, baseConfig)
+	api := newUsageAPI(rig.r.state, slog.New(slog.DiscardHandler), nil)
+	h := withUsageAPI(http.NotFoundHandler(), api)
+	get := func(target string, header ...string) (int, map[string]any) {
+		t.Helper()
+		req := httptest.NewRequest("GET", target, nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var m map[string]any
+		_ = json.Unmarshal(rec.Body.Bytes(), &m)
+		return rec.Code, m
+	}
+	if got := rig.limitInForce(t); got != "1000" {
+		t.Fatalf("limit before the reload: %s", got)
+	}
+	if code, m := get("/v1/usage?tenant=acme"); code != 200 || path(m, "limits.0.limit") != 1000.0 || path(m, "limits.0.used") != 12.0 || path(m, "limits.1") != nil {
+		t.Fatalf("before the reload: got %d %v, want tpm, limit 1000, used 12", code, m)
+	}
+
+	const token = "0123456789abcdef0123456789abcdef"
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	next := strings.Replace(baseConfig, "limit: 1000", "limit: 2000", 1) +
+		"  - {name: rpm, dimension: requests, scope: [tenant], limit: 10, window: 1m}\n" +
+		"admin_token_file: " + tokenFile + "\n"
+	if live, restart := configChanges(parseConfig(t, baseConfig), parseConfig(t, next)); !slices.Contains(live, "admin_token_file") || len(restart) != 0 {
+		t.Errorf("changes: got live %q, restart %q, want admin_token_file live", live, restart)
+	}
+	rig.write(t, next)
+	if got := rig.r.check(); got != reloadApplied {
+		t.Fatalf("reload: got %q, want applied", got)
+	}
+	if code, _ := get("/v1/usage?tenant=acme"); code != 401 {
+		t.Errorf("after a reload that set a token, without it: got %d, want 401", code)
+	}
+	code, m := get("/v1/usage?tenant=acme", "Authorization", "Bearer "+token)
+	if code != 200 || path(m, "limits.0.limit") != 2000.0 || path(m, "limits.0.used") != 12.0 || path(m, "limits.1.name") != "rpm" {
+		t.Errorf("after the reload: got %d %v, want tpm at 2000 (used 12) and rpm", code, m)
+	}
+	if code, _ := get("/v1/limits/rpm/top", "Authorization", "Bearer "+token); code != 200 {
+		t.Errorf("top of the new limit: got %d, want 200", code)
+	}
+}
+
+// TestUsageAPILimitFrom: a limit whose value comes from an attribute is
+// shown at the value a query gives, and says where its value comes from.
+func TestUsageAPILimitFrom(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+identity:
+  attributes:
+    tenant: {header: x-tenant-id}
+    tpm:    {header: x-tpm}
+limits:
+  - {name: tpm, dimension: tokens, scope: [tenant], algorithm: fixed_window, limit: 1000, window: 1h, limit_from: {attribute: tpm, ceiling: 10000}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, limiter, err := newServer(cfg, memstore.New(memstore.Options{}), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = limiter.Close(t.Context()) })
+	r, err := limiter.Reserve(t.Context(), accounting.Request{
+		Attributes: accounting.Attributes{{Name: "tenant", Value: "acme"}, {Name: "tpm", Value: "5000"}},
+		Estimate:   accounting.Estimate{InputTokens: 800},
+	})
+	if err != nil || !r.Admitted {
+		t.Fatalf("reserve: %v", err)
+	}
+	api := newUsageAPI(func() (*config.Config, *accounting.Limiter) { return cfg, limiter }, slog.New(slog.DiscardHandler), nil)
+	h := withUsageAPI(http.NotFoundHandler(), api)
+	for _, tc := range []struct {
+		target        string
+		status        int
+		limit, remain float64
+	}{
+		{"/v1/usage?tenant=acme&tpm=5000", 200, 5000, 4200},
+		{"/v1/usage?tenant=acme", 200, 1000, 200},
+		{"/v1/limits/tpm/usage?tenant=acme&tpm=5000", 200, 5000, 4200},
+		{"/v1/limits/tpm/usage?tenant=acme", 200, 1000, 200},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", tc.target, nil))
+		var m map[string]any
+		_ = json.Unmarshal(rec.Body.Bytes(), &m)
+		one := m
+		if strings.HasPrefix(tc.target, "/v1/usage") {
+			one, _ = path(m, "limits.0").(map[string]any)
+		}
+		if rec.Code != tc.status || path(one, "limit") != tc.limit || path(one, "remaining") != tc.remain ||
+			path(one, "limit_from.attribute") != "tpm" || path(one, "limit_from.ceiling") != 10000.0 {
+			t.Errorf("%s: got %d %s, want limit %v remaining %v from attribute tpm", tc.target, rec.Code, rec.Body, tc.limit, tc.remain)
+		}
+	}
+	// A reset names the counter by its scope alone.
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/limits/tpm/reset", strings.NewReader(`{"scope":{"tenant":"acme","tpm":"5000"}}`)))
+	if rec.Code != 400 {
+		t.Errorf("reset with the value attribute: got %d %s, want 400", rec.Code, rec.Body)
+	}
+}
+
 // TestUsageAPIResetTimes: on a store whose clock agrees with the
 // replica's, reset_at is the window's end.
 func TestUsageAPIResetTimes(t *testing.T) {
@@ -383,7 +518,7 @@ func TestPrintAdminAPI(t *testing.T) {
 // port-forward) and refuses the rest; metrics stay open to all.
 func TestUsageAPILoopbackOnly(t *testing.T) {
 	f := newUsageFixture(t, memstore.New(memstore.Options{}), "")
-	f.api.loopbackOnly = true
+	f.edit(func(c *config.Config) { c.Admin = "0.0.0.0:9090" })
 	tests := []struct {
 		peer   string
 		status int
