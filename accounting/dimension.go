@@ -17,6 +17,9 @@ const (
 	Tokens
 	// Cost counts micro-dollars priced from the model's price table.
 	Cost
+	// Concurrent counts requests in flight: one lease per admitted
+	// request, returned at its settlement (see [Leases]).
+	Concurrent
 
 	numDimensions
 )
@@ -30,6 +33,8 @@ func (d Dimension) String() string {
 		return "tokens"
 	case Cost:
 		return "cost"
+	case Concurrent:
+		return "concurrent"
 	}
 	return "dimension(" + strconv.Itoa(int(d)) + ")"
 }
@@ -43,8 +48,10 @@ func ParseDimension(s string) (Dimension, error) {
 		return Tokens, nil
 	case "cost":
 		return Cost, nil
+	case "concurrent":
+		return Concurrent, nil
 	}
-	return 0, fmt.Errorf("unknown dimension %q (want requests, tokens or cost)", s)
+	return 0, fmt.Errorf("unknown dimension %q (want requests, tokens, cost or concurrent)", s)
 }
 
 // Algorithm is how a counter forgets past usage.
@@ -64,6 +71,18 @@ const (
 	FixedWindow
 	// TokenBucket refills Limit per Window continuously, up to Burst.
 	TokenBucket
+	// Leases counts the live leases of a [Concurrent] limit: one per
+	// admitted reservation whose item amount is 1 (0 takes none), held
+	// under the reservation's ID until its Settle or Release returns it
+	// (whatever the settled amounts) or Window (the lease) passes on the
+	// store's clock. It is not named in config: a concurrent limit
+	// always uses it.
+	Leases
+	// Lifetime counts usage from the scope's first request on and never
+	// forgets it: a budget for the life of the scope (an agent's run),
+	// not a rate. Window caps the scope's life: from its first request
+	// on, after Window nothing more is admitted (see lifetime.go).
+	Lifetime
 )
 
 // SlidingSlots is how many slots a sliding window is divided into: the
@@ -79,6 +98,10 @@ func (a Algorithm) String() string {
 		return "fixed_window"
 	case TokenBucket:
 		return "token_bucket"
+	case Leases:
+		return "leases"
+	case Lifetime:
+		return "lifetime"
 	}
 	return "algorithm(" + strconv.Itoa(int(a)) + ")"
 }
@@ -92,8 +115,10 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 		return FixedWindow, nil
 	case "token_bucket":
 		return TokenBucket, nil
+	case "lifetime":
+		return Lifetime, nil
 	}
-	return 0, fmt.Errorf("unknown algorithm %q (want sliding_window, fixed_window or token_bucket)", s)
+	return 0, fmt.Errorf("unknown algorithm %q (want sliding_window, fixed_window, token_bucket or lifetime)", s)
 }
 
 // Calendar says whether a fixed window follows the calendar rather than a

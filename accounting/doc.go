@@ -18,6 +18,9 @@
 //
 // A [Limit] caps one dimension (requests, tokens or USD cost) over a window,
 // for every distinct tuple of its scope attributes (tenant, user, model, …).
+// Two kinds cap something else: a [Concurrent] limit the requests in flight
+// at once (see concurrency.go), a [Lifetime] limit what a scope such as an
+// agent run spends in its whole life (see lifetime.go).
 // A request is admitted in three steps, like a card payment:
 //
 //  1. Estimate: input tokens counted from the request plus the output cap.
@@ -43,8 +46,8 @@
 // Each applicable limit becomes one [Counter]: a store key that encodes the
 // limit and the request's scope values without ambiguity (see [CounterKey]),
 // plus the algorithm and its parameters. A [Store] keeps the counters and
-// implements the three algorithms ([FixedWindow], [SlidingWindow],
-// [TokenBucket]) identically; the store's clock, never the replica's, decides
+// implements the algorithms ([FixedWindow], [SlidingWindow], [TokenBucket],
+// [Leases], [Lifetime]) identically; the store's clock, never the replica's, decides
 // which window a charge falls in. The package storetest holds the contract
 // suite every Store implementation must pass; memstore and redisstore
 // implement it.

@@ -61,6 +61,10 @@ func algorithmCode(a Algorithm, c Calendar) string {
 		return "f"
 	case a == TokenBucket:
 		return "b"
+	case a == Leases:
+		return "c"
+	case a == Lifetime:
+		return "l"
 	}
 	return "s"
 }

@@ -80,8 +80,18 @@ func (l *Limit) Validate() error {
 		}
 		listed[name] = true
 	}
-	if l.Algorithm > TokenBucket {
+	if l.Algorithm > Lifetime {
 		bad("algorithm", "unknown algorithm %d", l.Algorithm)
+	}
+	if l.Dimension == Concurrent || l.Algorithm == Leases {
+		// A concurrent limit's window is its lease: checked there.
+		errs = append(errs, l.validateConcurrent()...)
+		return errors.Join(errs...)
+	}
+	if l.Algorithm == Lifetime {
+		// Its window is the run's wall-clock cap: checked there.
+		errs = append(errs, l.validateLifetime()...)
+		return errors.Join(errs...)
 	}
 	if l.Limit <= 0 {
 		bad("limit", "must be positive")

@@ -197,7 +197,7 @@ type Request struct {
 	PriceFactor float64
 	Estimate    Estimate
 	// RequestsOnly restricts the reservation to limits on the requests
-	// dimension, for calls that are not LLM API calls (their cost is not
+	// and concurrent dimensions, for calls that are not LLM API calls (their cost is not
 	// known, and a token limit in debt must not block them).
 	RequestsOnly bool
 }
@@ -228,6 +228,12 @@ type Trip struct {
 	RetryAfter time.Duration
 	// NeverFits reports a request larger than the limit's capacity.
 	NeverFits bool
+	// Final reports a refusal by a [Lifetime] limit: the budget is for
+	// the scope's whole life, so the same request will never fit.
+	Final bool
+	// Expired reports, with Final, that the scope's wall-clock cap has
+	// passed.
+	Expired bool
 }
 
 // DimState is one dimension's rate-limit figures.
@@ -302,7 +308,7 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 	failClosed := false
 	for i := range l.limits {
 		lim := &l.limits[i]
-		if !lim.Applies(req.Attributes) || (req.RequestsOnly && lim.Dimension != Requests) {
+		if !lim.Applies(req.Attributes) || (req.RequestsOnly && lim.Dimension != Requests && lim.Dimension != Concurrent) {
 			continue
 		}
 		if lim.From != nil {
@@ -310,7 +316,7 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 		}
 		var amount int64
 		switch lim.Dimension {
-		case Requests:
+		case Requests, Concurrent:
 			amount = 1
 		case Tokens:
 			amount = req.Estimate.Total()
@@ -326,7 +332,6 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 	}
 	if len(items) == 0 {
 		r.Admitted = true
-		l.m.decisions.WithLabelValues("admitted").Inc()
 		return r, nil
 	}
 
@@ -338,13 +343,11 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 			l.releaseLater(ReserveRequest{ID: r.ID, Items: items})
 		}
 		if failClosed {
-			l.m.decisions.WithLabelValues("store_error").Inc()
 			if !errors.Is(err, ErrStoreUnavailable) {
 				err = fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 			}
 			return nil, err
 		}
-		l.m.decisions.WithLabelValues("failed_open").Inc()
 		l.log.Warn("store unavailable; admitting under fail-open limits", "err", err)
 		r.Admitted, r.FailedOpen, r.items = true, true, nil
 		return r, nil
@@ -361,8 +364,10 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 		for i, st := range res.States {
 			d := r.items[i].limit.Dimension
 			r.Dims[d] = tighter(r.Dims[d], r.items[i].limit, st)
+			if d == Concurrent {
+				l.m.leases.WithLabelValues(r.items[i].limit.Name).Inc()
+			}
 		}
-		l.m.decisions.WithLabelValues("admitted").Inc()
 		return r, nil
 	}
 	trip, ok := pickTrip(r.items, res.States)
@@ -375,11 +380,6 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 		Window: r.Trip.Limit.policyWindow(),
 	}
 	r.items = nil
-	outcome := "rejected"
-	if r.Trip.NeverFits {
-		outcome = "never_fits"
-	}
-	l.m.decisions.WithLabelValues(outcome).Inc()
 	l.m.rejectedBy.WithLabelValues(r.Trip.Limit.Name).Inc()
 	return r, nil
 }
@@ -396,9 +396,13 @@ func tighter(cur DimState, lim *Limit, st CounterState) DimState {
 }
 
 // pickTrip names the limit that frees last among those that did not fit:
-// one the request can never fit first, else the largest RetryAfter.
+// one the request can never fit first (too large for it, or a lifetime
+// budget), else the largest RetryAfter.
 func pickTrip(items []reservedItem, states []CounterState) (Trip, bool) {
 	best := -1
+	never := func(i int) bool {
+		return states[i].NeverFits || items[i].limit.Algorithm == Lifetime
+	}
 	for i, st := range states {
 		if st.Fits {
 			continue
@@ -408,7 +412,7 @@ func pickTrip(items []reservedItem, states []CounterState) (Trip, bool) {
 			continue
 		}
 		b := states[best]
-		if (st.NeverFits && !b.NeverFits) || (st.NeverFits == b.NeverFits && st.RetryAfter > b.RetryAfter) {
+		if (never(i) && !never(best)) || (never(i) == never(best) && st.RetryAfter > b.RetryAfter) {
 			best = i
 		}
 	}
@@ -423,5 +427,7 @@ func pickTrip(items []reservedItem, states []CounterState) (Trip, bool) {
 		Reset:      st.Reset,
 		RetryAfter: st.RetryAfter,
 		NeverFits:  st.NeverFits,
+		Final:      items[best].limit.Algorithm == Lifetime,
+		Expired:    st.Expired,
 	}, true
 }

@@ -303,3 +303,29 @@ func FuzzLimitValue(f *testing.F) {
 		}
 	})
 }
+
+// TestReconfigureCountsLimitValues: a reconfigured Limiter counts its
+// limits' value sources in the collector the first one registered.
+func TestReconfigureCountsLimitValues(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	first, err := accounting.New(accounting.Options{
+		Store:      memstore.New(memstore.Options{}),
+		Limits:     []accounting.Limit{fromLimit(accounting.Tokens)},
+		Registerer: reg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = first.Close(t.Context()) })
+	next, err := first.Reconfigure(accounting.Options{Limits: []accounting.Limit{fromLimit(accounting.Tokens)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	attrs := accounting.Attributes{{Name: "tenant", Value: "t"}, {Name: "quota", Value: "300"}}
+	if _, err := next.Reserve(t.Context(), accounting.Request{Attributes: attrs, Estimate: accounting.Estimate{InputTokens: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := counterValue(t, reg, "tokenwarden_limit_values_total", "contract", "attribute"); got != 1 {
+		t.Errorf("tokenwarden_limit_values_total{source=attribute} after a reconfigure: got %v, want 1", got)
+	}
+}

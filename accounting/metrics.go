@@ -2,23 +2,22 @@ package accounting
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// metrics are the Limiter's Prometheus collectors. Labels are bounded:
-// limit names come from config, never from a request.
+// metrics are the Limiter's Prometheus collectors: what only the
+// limiter sees (store failures, settlements and releases, the limit a
+// rejection names). Decisions are its caller's to count (see Outcome).
+// Labels are bounded: limit names come from config, never from a
+// request.
 type metrics struct {
-	decisions    *prometheus.CounterVec // outcome: admitted|rejected|never_fits|store_error|failed_open
 	storeErrors  *prometheus.CounterVec // op: reserve|settle
 	settlements  *prometheus.CounterVec // outcome: ok|retried|lost|no_record
 	releases     *prometheus.CounterVec // outcome: released|not_applied|lost
 	rejectedBy   *prometheus.CounterVec // limit
 	pendingRetry prometheus.Gauge
+	leases       *prometheus.GaugeVec // limit
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tokenwarden_decisions_total",
-			Help: "Admission decisions by outcome.",
-		}, []string{"outcome"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokenwarden_store_errors_total",
 			Help: "Store calls that failed or timed out, by operation.",
@@ -39,9 +38,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tokenwarden_settlements_pending_retry",
 			Help: "Settlements and releases waiting to be retried after a store failure.",
 		}),
+		leases: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tokenwarden_concurrent_leases",
+			Help: "Leases this replica holds on concurrent limits (requests admitted and not yet settled), by limit.",
+		}, []string{"limit"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.decisions, m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.pendingRetry)
+		reg.MustRegister(m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.pendingRetry, m.leases)
 	}
 	return m
 }

@@ -20,9 +20,10 @@ import (
 // Of opts' other fields: Store must be nil or l's store, and
 // MaxPendingSettlements zero or the bound l was made with (the retry
 // slots are shared, so neither can change); Logger nil means l's;
-// Registerer is ignored (the metrics are l's). Validate's problems are
-// returned as New returns them. Closing any of the Limiters made this way
-// closes them all: they share one set of retries.
+// Registerer is ignored (the metrics are l's, and count for the new
+// limits too). Validate's problems are returned as New returns them.
+// Closing any of the Limiters made this way closes them all: they share
+// one set of retries.
 func (l *Limiter) Reconfigure(opts Options) (*Limiter, error) {
 	if opts.Store != nil && opts.Store != l.store {
 		return nil, errors.New("accounting: Reconfigure cannot change the store")
@@ -42,5 +43,6 @@ func (l *Limiter) Reconfigure(opts Options) (*Limiter, error) {
 		return nil, err
 	}
 	next.m, next.background = l.m, l.background
+	next.values = l.values.forLimits(next.log, next.limits)
 	return next, nil
 }

@@ -14,7 +14,8 @@ func (r *Reservation) Settled() bool { return r.settled.Load() }
 // whether this call settled.
 //
 // The requests dimension keeps its 1; tokens become usage.Total(); cost
-// becomes usage priced for the reservation's model. A zero Usage (the
+// becomes usage priced for the reservation's model; a concurrent limit's
+// lease is returned (its actual is 0), whatever the usage. A zero Usage (the
 // upstream refused the request) therefore refunds all tokens and cost.
 // Even a settlement equal to the estimate reaches the store, which then
 // only deletes the reservation's record.
@@ -46,6 +47,10 @@ func (r *Reservation) Settle(ctx context.Context, usage Usage) (bool, error) {
 			actual = usage.Total()
 		case Cost:
 			actual = cost
+		case Concurrent:
+			// The lease goes back.
+			actual = 0
+			l.m.leases.WithLabelValues(it.limit.Name).Dec()
 		}
 		req.Items[i] = SettleItem{Counter: it.counter, Reserved: it.amount, Actual: actual, Mark: it.mark}
 	}

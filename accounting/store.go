@@ -144,6 +144,9 @@ type CounterState struct {
 	RetryAfter time.Duration
 	// NeverFits reports that the amount exceeds the counter's capacity.
 	NeverFits bool
+	// Expired reports a [Lifetime] counter whose wall-clock cap has
+	// passed: nothing fits any more.
+	Expired bool
 	// Mark records which window or slot was charged; pass it back in
 	// [SettleItem.Mark].
 	Mark int64

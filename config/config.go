@@ -61,6 +61,9 @@ type Config struct {
 	// Server.Counter is built from it. Reports on estimates (tokenwarden
 	// estimate, check-config) read it.
 	Tokenizer tokenizer.Config
+	// Tracing is the tracing section; nil (no section) means off. Its
+	// identity attributes are Server.TraceAttributes.
+	Tracing *Tracing
 
 	// AdminTokenFile is admin_token_file; AdminToken the token read from
 	// it, which the admin listener's usage API then requires ("" when
@@ -121,6 +124,7 @@ func Parse(data []byte) (*Config, error) {
 	c.limits(&f, p)
 	c.settlement(&f, p)
 	c.reload(&f, p)
+	c.tracing(&f, p)
 
 	// What the libraries say about their options, named by the keys of
 	// the file.
@@ -290,7 +294,13 @@ func (c *Config) limits(f *file, p *problems) {
 				}
 			}
 		}
-		if lf.Algorithm != "" {
+		concurrent := l.Dimension == accounting.Concurrent
+		if concurrent {
+			leaseOf(&l, &lf, field, p)
+		} else if lf.Lease != "" {
+			p.add(field+".lease", "only a concurrent limit has a lease")
+		}
+		if lf.Algorithm != "" && !concurrent {
 			if l.Algorithm, err = accounting.ParseAlgorithm(lf.Algorithm); err != nil {
 				p.add(field+".algorithm", "%v", err)
 				// Whether a burst or a calendar month is allowed
@@ -298,14 +308,22 @@ func (c *Config) limits(f *file, p *problems) {
 				p.skip(field+".burst", field+".window")
 			}
 		}
-		if l.Window, l.Calendar, err = parseWindow(lf.Window); err != nil {
+		lifetime := l.Algorithm == accounting.Lifetime && !concurrent
+		if lifetime {
+			maxDurationOf(&l, &lf, field, p)
+		} else if lf.MaxDuration != "" {
+			p.add(field+".max_duration", "only a lifetime limit has a max_duration")
+		}
+		if concurrent || lifetime {
+			// Its window is its lease, or the run's max duration.
+		} else if l.Window, l.Calendar, err = parseWindow(lf.Window); err != nil {
 			p.add(field+".window", "%v", err)
 		}
 		switch lf.OnStoreError {
 		case "":
 			// Money limits fail closed; a request count protects servers,
 			// not the bill, and fails open.
-			if l.Dimension == accounting.Requests {
+			if l.Dimension == accounting.Requests || concurrent {
 				l.OnStoreError = accounting.FailOpen
 			}
 		case "deny":

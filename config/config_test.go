@@ -274,6 +274,9 @@ func TestParseErrors(t *testing.T) {
 		{"value instead of a list", "identity: {required: tenant}\n", `config: identity.required: must be a list, not "tenant"`},
 		{"not a number", limitsConfig("{name: a, dimension: tokens, limit: lots, window: 1m}"), `config: limits[0].limit: "lots" is not a number`},
 		{"not a whole number", "store: {redis: {pool_size: many}}\n", `config: store.redis.pool_size: "many" is not a whole number`},
+		// yaml.v3 alone would cut these to 2 and 100.
+		{"fraction for a count", "store: {redis: {pool_size: 2.5}}\n", `config: store.redis.pool_size: "2.5" is not a whole number`},
+		{"fraction for a cap", "estimation: {default_output_cap: 100.7}\n", `config: estimation.default_output_cap: "100.7" is not a whole number`},
 		{"not a boolean", "admin_pprof: sometimes\n", `config: admin_pprof: "sometimes" is not true or false`},
 		{"bad merge", "store: {<<: [x]}\n", `config: store: merges "x"; a merge key (<<) takes a mapping or a list of them`},
 
@@ -292,9 +295,9 @@ func TestParseErrors(t *testing.T) {
 		{"match without source", limitsConfig("{name: a, dimension: tokens, match: {team: x}, limit: 1, window: 1m}"),
 			`config: limits[0].match.team: "team" has no source under identity.attributes (and is not model or api)`},
 		{"unknown dimension", limitsConfig("{name: a, dimension: dollars, limit: 1, window: 1m}"),
-			`config: limits[0].dimension: unknown dimension "dollars" (want requests, tokens or cost)`},
+			`config: limits[0].dimension: unknown dimension "dollars" (want requests, tokens, cost or concurrent)`},
 		{"unknown algorithm", limitsConfig("{name: a, dimension: tokens, algorithm: leaky, limit: 1, window: 1m}"),
-			`config: limits[0].algorithm: unknown algorithm "leaky" (want sliding_window, fixed_window or token_bucket)`},
+			`config: limits[0].algorithm: unknown algorithm "leaky" (want sliding_window, fixed_window, token_bucket or lifetime)`},
 		{"fractional token limit", limitsConfig("{name: a, dimension: tokens, limit: 1.5, window: 1m}"),
 			"config: limits[0].limit: 1.5 must be a whole number of tokens"},
 		{"absurd limit", limitsConfig("{name: a, dimension: tokens, limit: 1e20, window: 1m}"), "config: limits[0].limit: 1e+20 is out of range"},
@@ -444,14 +447,14 @@ func TestParseLeavesOutFollowOnProblems(t *testing.T) {
 		{"limit not a number", limitsConfig("{name: a, dimension: tokens, limit: lots, window: 1m}"),
 			`config: limits[0].limit: "lots" is not a number`},
 		{"unknown dimension: the amounts are not read", limitsConfig("{name: a, dimension: dollars, limit: 1.5, burst: -2, window: 1m}"),
-			`config: limits[0].dimension: unknown dimension "dollars" (want requests, tokens or cost)`},
+			`config: limits[0].dimension: unknown dimension "dollars" (want requests, tokens, cost or concurrent)`},
 		{"unknown algorithm: burst and month are not judged", limitsConfig("{name: a, dimension: tokens, algorithm: token_buckett, burst: 5, limit: 1, window: month}"),
-			`config: limits[0].algorithm: unknown algorithm "token_buckett" (want sliding_window, fixed_window or token_bucket)`},
+			`config: limits[0].algorithm: unknown algorithm "token_buckett" (want sliding_window, fixed_window, token_bucket or lifetime)`},
 		{"window unreadable", limitsConfig("{name: a, dimension: tokens, limit: 1, window: soon}"),
 			`config: limits[0].window: "soon" is not a duration (e.g. 1m, 1h, 7d, day, month)`},
 		{"attribute not a mapping", "identity: {attributes: {t: x-tenant}}\n", `config: identity.attributes.t: must be a mapping, not "x-tenant"`},
 		{"other problems of the limit stay", limitsConfig("{name: 'a b', dimension: dollars, limit: 1, window: 1m}"),
-			"config: limits[0].dimension: unknown dimension \"dollars\" (want requests, tokens or cost)\n" +
+			"config: limits[0].dimension: unknown dimension \"dollars\" (want requests, tokens, cost or concurrent)\n" +
 				`config: limits[0].name: "a b" must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit`},
 	}
 	for _, tt := range tests {

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -122,11 +123,30 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) error {
 			d.fail(path, "must be %s, not %s", kindName(v.Kind()), describe(n))
 			return nil
 		}
+		if isInt(v.Kind()) && n.ShortTag() == "!!float" {
+			// yaml.v3 would cut 2.5 to 2 without a word: a count is
+			// whole, and a fraction in one is a mistake to report.
+			var f float64
+			if err := n.Decode(&f); err != nil || f != math.Trunc(f) {
+				d.fail(path, "%s is not %s", describe(n), kindName(v.Kind()))
+				return nil
+			}
+		}
 		if err := n.Decode(v.Addr().Interface()); err != nil {
 			d.fail(path, "%s is not %s", describe(n), kindName(v.Kind()))
 		}
 	}
 	return nil
+}
+
+// isInt reports whether k is an integer kind.
+func isInt(k reflect.Kind) bool {
+	switch k {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
 }
 
 // mapping calls each for every key of n and its value, merge keys ("<<")

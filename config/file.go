@@ -20,6 +20,7 @@ type file struct {
 	ServiceTiers        map[string]float64   `yaml:"service_tiers"`
 	RateLimitHeaders    rateLimitHeadersFile `yaml:"rate_limit_headers"`
 	Reload              reloadFile           `yaml:"reload"`
+	Tracing             *tracingFile         `yaml:"tracing"`
 }
 
 // rateLimitHeadersFile switches the rate-limit header families besides
@@ -129,6 +130,8 @@ type limitFile struct {
 	Burst        float64           `yaml:"burst"`
 	OnStoreError string            `yaml:"on_store_error"`
 	LimitFrom    *limitFromFile    `yaml:"limit_from"`
+	Lease        string            `yaml:"lease"`
+	MaxDuration  string            `yaml:"max_duration"`
 }
 
 // limitFromFile takes a limit's value from an identity attribute; the

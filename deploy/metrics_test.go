@@ -188,7 +188,6 @@ func TestExportedMetrics(t *testing.T) {
 	got := exported(t)
 	want := map[string][]string{
 		"tokenwarden_requests_total":                               {"api", "outcome"},
-		"tokenwarden_decisions_total":                              {"outcome"},
 		"tokenwarden_rejections_total":                             {"limit"},
 		"tokenwarden_decision_seconds_bucket":                      {"le"},
 		"tokenwarden_tokens_total":                                 {"api", "kind"},

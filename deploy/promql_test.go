@@ -209,7 +209,7 @@ func TestCheckQuery(t *testing.T) {
 		`sum by (outcome) (rate(tokenwarden_requests_total{job=~"$job"}[$__rate_interval]))`,
 		`histogram_quantile(0.99, sum by (le) (rate(tokenwarden_decision_seconds_bucket[5m]))) > 0.1`,
 		`up{job="tokenwarden"} == 0`,
-		`sum(rate(tokenwarden_decisions_total{outcome=~"rejected|never_fits"}[15m])) / sum(rate(tokenwarden_decisions_total[15m])) > 0.25`,
+		`sum(rate(tokenwarden_requests_total{outcome=~"rejected|never_fits"}[15m])) / sum(rate(tokenwarden_requests_total[15m])) > 0.25`,
 	}
 	for _, q := range good {
 		rec := &recorder{}
@@ -220,8 +220,9 @@ func TestCheckQuery(t *testing.T) {
 	}
 	bad := []struct{ name, query string }{
 		{"unknown metric", `rate(tokenwarden_request_total[5m])`},
+		{"a metric no longer exported", `rate(tokenwarden_decisions_total[5m])`},
 		{"unknown label", `sum by (tenant) (rate(tokenwarden_requests_total[5m]))`},
-		{"label of another metric", `tokenwarden_decisions_total{api="openai.chat"}`},
+		{"label of another metric", `tokenwarden_settlements_total{api="openai.chat"}`},
 		{"value never written", `tokenwarden_settlements_total{outcome="loss"}`},
 		{"unknown function", `rated(tokenwarden_requests_total[5m])`},
 		{"unbalanced", `sum(rate(tokenwarden_requests_total[5m])`},

@@ -56,6 +56,7 @@ identity:
     tenant: {header: x-tenant-id}
     tier:   {header: x-tier, default: standard}
     user:   {metadata: {namespace: envoy.filters.http.jwt_authn, key: payload, path: [sub]}}
+    run:    {header: x-agent-run-id}
   required: [tenant]
 # An Azure OpenAI deployment serves the model it was created with, whatever
 # the body's "model" says.
@@ -90,6 +91,22 @@ limits:
     algorithm: sliding_window
     limit: 3000
     window: 1m
+  # Only for callers whose token says tier "parallel": two requests in
+  # flight per tenant.
+  - name: e2e-parallel
+    dimension: concurrent
+    scope: [tenant]
+    match: {tier: parallel}
+    limit: 2
+    lease: 10m
+  # An agent run's lifetime budget: three steps, for requests that name a
+  # run.
+  - name: e2e-run-steps
+    dimension: requests
+    scope: [run]
+    algorithm: lifetime
+    limit: 3
+    max_duration: 1h
 `
 
 // Figures of e2eConfig the tests compute with.

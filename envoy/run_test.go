@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -37,6 +38,8 @@ type exchange struct {
 	bodyMsgs int                         // request_body messages received
 	bodyEOS  bool                        // the last one had end_of_stream
 	kinds    []string                    // message kinds, in order
+	// grpcMetadata is the ext_proc stream's own gRPC metadata.
+	grpcMetadata metadata.MD
 }
 
 // stubProcessor answers every ext_proc message with "continue unchanged", and
@@ -53,6 +56,7 @@ var stubMetadata = map[string]any{"estimate_tokens": 4242, "actual_tokens": 17, 
 // Process implements the ext_proc stream.
 func (s *stubProcessor) Process(stream extprocsvc.ExternalProcessor_ProcessServer) error {
 	ex := &exchange{headers: map[string][]string{}}
+	ex.grpcMetadata, _ = metadata.FromIncomingContext(stream.Context())
 	s.mu.Lock()
 	s.seen = append(s.seen, ex)
 	s.mu.Unlock()

@@ -33,4 +33,21 @@
 // provider's usage if it was already seen, else the input estimate plus
 // the output observed so far. Settlement never depends on the stream's
 // context, which is already cancelled by then.
+//
+// # Tracing
+//
+// With Options.TracerProvider set, each request gets two OpenTelemetry
+// spans: [SpanDecision], from the message the decision is made on to the
+// decision (api, model, outcome, the limit that tripped, the estimate,
+// the store's time), and [SpanSettlement], around the booking of the
+// real usage (basis, tokens, cost, whether the stream completed). Both
+// join the trace the request came with: the W3C trace context of
+// Envoy's own span for the ext_proc call, which Envoy with tracing on
+// sends in the gRPC stream's metadata, or else a traceparent header of
+// the request. A request without either starts a trace at its decision,
+// which the settlement joins. The settlement span is recorded however
+// the stream ends, a cut one included. Sampling is the provider's (a
+// parent-based sampler follows Envoy's decision). Identity values stay
+// out of spans unless Options.TraceAttributes names them. Without a
+// provider, no tracing work is done at all.
 package extproc

@@ -16,7 +16,7 @@ func TestExplainLearned(t *testing.T) {
 	}
 	capEstimate := e.Estimate
 
-	l, err := newLearner(LearnedOutput{Enabled: true, MinSamples: 2, Floor: 16}, nil)
+	l, err := newLearner(LearnedOutput{Enabled: true, MinSamples: 2, Floor: 16}, newLearnedMetrics(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

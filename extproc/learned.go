@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -168,25 +170,18 @@ var learnedUseNames = [numLearnedUses]string{"learned", "cap", "warming"}
 
 // learnedMetrics are the collectors of learned output estimates,
 // registered whether or not learning is on, so that every server
-// exports the same series.
+// exports the same series. A Server makes them once: a reload keeps them
+// (see [Server.Reload]), and live is the learner new streams use.
 type learnedMetrics struct {
 	requests  *prometheus.CounterVec
 	tokens    *prometheus.CounterVec
 	overshoot prometheus.Counter
 	keys      prometheus.GaugeFunc
+	live      atomic.Pointer[learner]
 }
 
-func newLearner(o LearnedOutput, reg prometheus.Registerer) (*learner, error) {
-	var l *learner
-	if o.Enabled {
-		o = o.withDefaults()
-		est, err := learned.New(o.estimatorOptions())
-		if err != nil {
-			return nil, err
-		}
-		l = &learner{opts: o, est: est}
-	}
-	m := learnedMetrics{
+func newLearnedMetrics(reg prometheus.Registerer) *learnedMetrics {
+	m := &learnedMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokenwarden_learned_output_requests_total",
 			Help: "Requests with an output cap, with estimation.learned_output on, by how their output was reserved: learned (the learned estimate, below the cap), cap (the estimate reaches the cap), warming (fewer than min_samples completions seen: the cap).",
@@ -199,27 +194,50 @@ func newLearner(o LearnedOutput, reg prometheus.Registerer) (*learner, error) {
 			Name: "tokenwarden_learned_output_overshoot_tokens_total",
 			Help: "Output tokens reported beyond what was reserved for the output, charged at settlement: what learned estimates let requests spend before their limits saw it.",
 		}),
-		keys: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "tokenwarden_learned_output_keys",
-			Help: "Learned output estimates this replica holds (model, API and scope tuples; at most estimation.learned_output.max_keys).",
-		}, func() float64 {
-			if l == nil {
-				return 0
-			}
-			return float64(l.est.Len())
-		}),
 	}
+	m.keys = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tokenwarden_learned_output_keys",
+		Help: "Learned output estimates this replica holds (model, API and scope tuples; at most estimation.learned_output.max_keys).",
+	}, func() float64 {
+		if l := m.live.Load(); l != nil {
+			return float64(l.est.Len())
+		}
+		return 0
+	})
 	if reg != nil {
 		reg.MustRegister(m.requests, m.tokens, m.overshoot, m.keys)
 	}
-	if l != nil {
-		for i := range l.requests {
-			l.requests[i] = m.requests.WithLabelValues(learnedUseNames[i])
-		}
-		l.capTokens, l.reserved = m.tokens.WithLabelValues("cap"), m.tokens.WithLabelValues("reserved")
-		l.overshoot = m.overshoot
+	return m
+}
+
+// newLearner returns the learner o describes, counting in m; nil when
+// learning is off.
+func newLearner(o LearnedOutput, m *learnedMetrics) (*learner, error) {
+	if !o.Enabled {
+		return nil, nil
 	}
+	o = o.withDefaults()
+	est, err := learned.New(o.estimatorOptions())
+	if err != nil {
+		return nil, err
+	}
+	l := &learner{opts: o, est: est}
+	for i := range l.requests {
+		l.requests[i] = m.requests.WithLabelValues(learnedUseNames[i])
+	}
+	l.capTokens, l.reserved = m.tokens.WithLabelValues("cap"), m.tokens.WithLabelValues("reserved")
+	l.overshoot = m.overshoot
 	return l, nil
+}
+
+// sameEstimator reports whether a learner made from o would learn
+// exactly as l does, so that a reload can keep what l has learned.
+func (l *learner) sameEstimator(o LearnedOutput) bool {
+	if l == nil || !o.Enabled {
+		return false
+	}
+	o = o.withDefaults()
+	return o.estimatorOptions() == l.opts.estimatorOptions() && slices.Equal(o.Scope, l.opts.Scope)
 }
 
 // key returns the estimate's key for a request of api on model (its

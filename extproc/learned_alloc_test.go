@@ -8,7 +8,7 @@ import "testing"
 func TestLearnedLifecycleAllocs(t *testing.T) {
 	msgs := lifecycleMessages(t, "t1")
 	plain, learning := lifecycleServer(t), lifecycleServer(t)
-	l, err := newLearner(LearnedOutput{Enabled: true, MinSamples: 1}, nil)
+	l, err := newLearner(LearnedOutput{Enabled: true, MinSamples: 1}, newLearnedMetrics(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestLearnedLifecycleAllocs(t *testing.T) {
 func BenchmarkProcessLearned(b *testing.B) {
 	msgs := lifecycleMessages(b, "t1")
 	learning := lifecycleServer(b)
-	l, err := newLearner(LearnedOutput{Enabled: true, MinSamples: 1}, nil)
+	l, err := newLearner(LearnedOutput{Enabled: true, MinSamples: 1}, newLearnedMetrics(nil))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -126,8 +126,9 @@ func lifecycleMessages(t testing.TB, tenant string) [][]byte {
 }
 
 // lifecycleServer is tokenwarden on a memory store with three limits, one
-// per dimension and algorithm family, that never reject.
-func lifecycleServer(t testing.TB) *Server {
+// per dimension and algorithm family, that never reject; edits, if any,
+// change its options.
+func lifecycleServer(t testing.TB, edits ...func(*Options)) *Server {
 	t.Helper()
 	lim, err := accounting.New(accounting.Options{
 		Store: memstore.New(memstore.Options{}),
@@ -141,8 +142,12 @@ func lifecycleServer(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := NewServer(Options{Limiter: lim, InjectOutputCap: true, InjectStreamUsage: true,
-		Identity: Identity{Attributes: []AttributeSource{{Name: "tenant", Header: "x-tenant-id"}, {Name: "user", Header: "x-user-id"}}}})
+	opts := Options{Limiter: lim, InjectOutputCap: true, InjectStreamUsage: true,
+		Identity: Identity{Attributes: []AttributeSource{{Name: "tenant", Header: "x-tenant-id"}, {Name: "user", Header: "x-user-id"}}}}
+	for _, edit := range edits {
+		edit(&opts)
+	}
+	srv, err := NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,8 @@ import "errors"
 // [accounting.Limiter.Reconfigure] result, which keeps settling what the
 // old one reserved. Logger and Registerer are ignored: the server keeps
 // the logger and the metrics it was made with (collectors are registered
-// once). The observability-mode warning is logged again, once, after a
+// once); the learned output estimates are kept when opts.LearnedOutput
+// asks for the same estimator. The observability-mode warning is logged again, once, after a
 // reload.
 //
 // Reload is safe to call concurrently with streams and with itself (the
@@ -35,6 +36,16 @@ func (s *Server) Reload(opts Options) error {
 		return err
 	}
 	next.m = s.m
+	// The learned estimates outlive a reload that leaves their settings
+	// as they were (a reload is no reason to warm up again); either way
+	// they count in the collectors registered at start.
+	next.lm = s.lm
+	if cur := s.current(); cur.learned.sameEstimator(opts.LearnedOutput) {
+		next.learned = cur.learned
+	} else if next.learned, err = newLearner(opts.LearnedOutput, s.lm); err != nil {
+		return err
+	}
+	s.lm.live.Store(next.learned)
 	s.live.Store(next)
 	return nil
 }

@@ -220,3 +220,61 @@ func TestReloadUnderLoad(t *testing.T) {
 		t.Errorf("only-in-a + only-in-b: got %d + %d = %d, want %d", a, b, a+b, want)
 	}
 }
+
+// TestReloadKeepsLearnedOutput: a reload that leaves the learned-output
+// settings as they were keeps what the server has learned, and one that
+// changes them starts over; either way the estimates count in the
+// collectors the server registered at start.
+func TestReloadKeepsLearnedOutput(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	limits := []accounting.Limit{tokensLimit("tenant-tokens", 1_000_000, "tenant")}
+	learning := extproc.LearnedOutput{Enabled: true, MinSamples: 5, Floor: 16}
+	lim, err := accounting.New(accounting.Options{Store: memStore(), Limits: limits, Prices: reloadPrices})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := extproc.Options{Limiter: lim, Identity: tenantIdentity, InjectOutputCap: true, DefaultOutputCap: 1000, LearnedOutput: learning}
+	withReg := opts
+	withReg.Registerer = reg
+	srv, err := extproc.NewServer(withReg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	envoy := envoytest.Start(t, srv, srv.ServerOptions()...)
+	do := func() int64 {
+		t.Helper()
+		resp := envoy.Do(t.Context(), chatRequest("a", learnedChat), completion(20))
+		wantStatus(t, resp, 200)
+		return reservedTokens(t, resp)
+	}
+	var first int64
+	for range 5 {
+		first = do()
+	}
+	input := first - 1000
+
+	if err := srv.Reload(opts); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := do(), input+20; got != want {
+		t.Errorf("reserved after a reload with the same settings: got %d, want %d (the learned 20 kept)", got, want)
+	}
+	if got := gathered(t, reg, "tokenwarden_learned_output_requests_total", "learned"); got != 1 {
+		t.Errorf(`requests_total{estimate="learned"} after the reload: got %v, want 1`, got)
+	}
+
+	changed := opts
+	changed.LearnedOutput.Quantile = 0.5
+	if err := srv.Reload(changed); err != nil {
+		t.Fatal(err)
+	}
+	if got := do(); got != first {
+		t.Errorf("reserved after a reload that changes the quantile: got %d, want %d (the cap: warming up again)", got, first)
+	}
+	if got := gathered(t, reg, "tokenwarden_learned_output_requests_total", "warming"); got != 6 {
+		t.Errorf(`requests_total{estimate="warming"} after the second reload: got %v, want 6`, got)
+	}
+	if got := gathered(t, reg, "tokenwarden_learned_output_keys"); got != 1 {
+		t.Errorf("tokenwarden_learned_output_keys: got %v, want 1 (the new estimator's)", got)
+	}
+}

@@ -82,7 +82,12 @@ func rejection(api llm.API, r *accounting.Reservation, extra []*corev3.HeaderVal
 	headers = append(headers, extra...)
 	headers = append(headers, setHeader("x-tokenwarden-limit", t.Limit.Name))
 	var msg string
-	if t.NeverFits {
+	code := "rate_limit_exceeded"
+	if t.Final && !t.NeverFits {
+		// A lifetime budget never frees: retrying cannot help.
+		headers = append(headers, setHeader("x-should-retry", "false"))
+		msg, code = runOverMessage(t), "run_budget_exceeded"
+	} else if t.NeverFits {
 		headers = append(headers, setHeader("x-should-retry", "false"))
 		msg = fmt.Sprintf("Request too large for limit %s on %s: it needs %s but the limit allows at most %s%s. Retrying will not help: reduce the input or the output cap.",
 			t.Limit.Name, d, formatAmount(d, t.Requested), formatAmount(d, t.Limit.Capacity()), per(t.Limit))
@@ -96,13 +101,19 @@ func rejection(api llm.API, r *accounting.Reservation, extra []*corev3.HeaderVal
 			t.Limit.Name, d, formatAmount(d, t.Limit.Capacity()), per(t.Limit), formatAmount(d, max(0, t.Remaining)),
 			formatAmount(d, t.Requested), formatReset(t.RetryAfter))
 	}
-	return immediate(api, llm.Error{Kind: llm.RateLimited, Dimension: d.String(), Code: "rate_limit_exceeded", Message: msg},
+	return immediate(api, llm.Error{Kind: llm.RateLimited, Dimension: d.String(), Code: code, Message: msg},
 		"tokenwarden_rate_limited", headers)
 }
 
 // per describes a limit's window for messages.
 func per(l *accounting.Limit) string {
 	switch {
+	case l.Algorithm == accounting.Lifetime:
+		return fmt.Sprintf(" per run (of at most %s)", l.Window)
+	case l.Dimension == accounting.Concurrent:
+		// Requests in flight at once; when one ends is not known, so
+		// the retry-after is accounting.ConcurrentRetryAfter.
+		return " in flight at once"
 	case l.Calendar == accounting.CalendarMonth:
 		return " per calendar month"
 	case l.Algorithm == accounting.TokenBucket:

@@ -28,6 +28,9 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata) 
 		return st.outOfOrder("request headers")
 	}
 	st.headersSeen = true
+	if st.s.tracer != nil {
+		st.beginTrace(h)
+	}
 	st.path, _ = headerValue(h, ":path")
 	st.target = st.s.classify(st.path)
 	api := st.target.api
@@ -186,6 +189,9 @@ func (st *stream) requestTrailers() (*extprocv3.ProcessingResponse, bool) {
 func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 	api := st.target.api
 	o := &st.s.opts
+	if st.s.tracer != nil {
+		st.tr.start = time.Now() // the decision's work starts with the whole body
+	}
 	req, err := st.s.parse(st.target, st.path, body, nil)
 	if err != nil {
 		st.count(api, "bad_request")
@@ -261,14 +267,18 @@ func (st *stream) reserve(req accounting.Request) (resp *extprocv3.ProcessingRes
 	api := st.target.api
 	start := time.Now()
 	res, err := st.s.opts.Limiter.Reserve(st.ctx, req)
-	st.s.m.decision.Observe(time.Since(start).Seconds())
+	took := time.Since(start)
+	st.s.m.decision.Observe(took.Seconds())
+	if st.s.tracer != nil {
+		st.traceReserved(res, took)
+	}
 	if err != nil {
 		st.s.log.Error("reservation failed", "api", apiName(api), "err", err)
 		st.count(api, "unavailable")
 		return unavailable(api), true
 	}
 	if !res.Admitted {
-		st.count(api, "rejected")
+		st.count(api, string(res.Outcome()))
 		if st.s.log.Enabled(st.ctx, slog.LevelDebug) {
 			st.s.log.Debug("rejected", "api", apiName(api), "limit", res.Trip.Limit.Name,
 				"requested", res.Trip.Requested, "retry_after", res.Trip.RetryAfter, "never_fits", res.Trip.NeverFits)
@@ -283,6 +293,6 @@ func (st *stream) reserve(req accounting.Request) (resp *extprocv3.ProcessingRes
 		return resp, true
 	}
 	st.res = res
-	st.count(api, "admitted")
+	st.count(api, string(res.Outcome()))
 	return nil, false
 }

@@ -12,6 +12,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -80,6 +81,15 @@ type Options struct {
 	NoAnthropicRateLimitHeaders bool
 	Logger                      *slog.Logger
 	Registerer                  prometheus.Registerer
+
+	// TracerProvider receives a span for each request's decision and one
+	// for its settlement, in the trace the request came with (see the
+	// package doc's Tracing); nil means no tracing, at no cost per
+	// request.
+	TracerProvider trace.TracerProvider
+	// TraceAttributes are the identity attributes whose values the spans
+	// carry; none by default, since they identify callers.
+	TraceAttributes []string
 }
 
 // DefaultOutputCap is the output cap of a request that names none, when
@@ -149,11 +159,14 @@ type Server struct {
 	m         *metrics
 	reasoning []string // compiled HiddenReasoningModels
 	learned   *learner // nil unless LearnedOutput is on
+	lm        *learnedMetrics
 	// warnedObservability: the observability-mode warning was logged.
 	warnedObservability atomic.Bool
 	// live is the Server that new streams run on after a Reload; nil
 	// until the first.
 	live atomic.Pointer[Server]
+
+	tracer trace.Tracer // nil: tracing is off
 }
 
 // NewServer returns a Server. It fails without a Limiter, or if
@@ -177,11 +190,14 @@ func NewServer(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	learned, err := newLearner(opts.LearnedOutput, opts.Registerer)
+	lm := newLearnedMetrics(opts.Registerer)
+	learned, err := newLearner(opts.LearnedOutput, lm)
 	if err != nil {
 		return nil, fmt.Errorf("extproc: invalid options: %w", err)
 	}
-	return &Server{opts: opts, log: log, m: newMetrics(opts.Registerer), reasoning: reasoning, learned: learned}, nil
+	lm.live.Store(learned)
+	return &Server{opts: opts, log: log, m: newMetrics(opts.Registerer), reasoning: reasoning,
+		learned: learned, lm: lm, tracer: newTracer(opts.TracerProvider)}, nil
 }
 
 // hiddenReasoning reports whether model belongs to a family that reasons

@@ -50,8 +50,13 @@ func (st *stream) settle(complete bool, md *dynamicMetadata) bool {
 	o.hiddenReasoning = st.req.HiddenReasoning || !o.hasUsage && st.s.hiddenReasoning(st.req.Model)
 	usage, basis := settlement(o)
 	st.learn(usage, basis, o.usageFinal)
-	if _, err := r.Settle(st.ctx, usage); err != nil {
+	start := st.traceClock()
+	_, err := r.Settle(st.ctx, usage)
+	if err != nil {
 		st.s.log.Warn("settlement failed; retrying in the background", "reservation", r.ID, "err", err)
+	}
+	if st.s.tracer != nil {
+		st.traceSettlement(start, r, usage, basis, complete, err)
 	}
 	st.s.m.settled(basis)
 	if st.s.log.Enabled(st.ctx, slog.LevelDebug) {

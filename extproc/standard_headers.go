@@ -28,8 +28,10 @@ import (
 //     an RFC 3339 time), the names Anthropic's SDK reads — so that it sees
 //     the caller's limits, not the provider account's, which are removed.
 
-// ietfUnits are the quota units of the dimensions, in order.
-var ietfUnits = [numDims]string{"requests", "tokens", "usd-micros"}
+// ietfUnits are the quota units of the dimensions, in order
+// ("concurrent-requests" is the draft's own unit for a concurrency
+// quota).
+var ietfUnits = [numDims]string{"requests", "tokens", "usd-micros", "concurrent-requests"}
 
 // wantsStandardHeaders reports whether a response of api gets any of
 // these families: the common case (IETF off, not Anthropic) costs a

@@ -71,6 +71,7 @@ type stream struct {
 	// responseBodyUnseen: Envoy announced response_body_mode NONE, so no
 	// response body reaches the server and its usage cannot be read.
 	responseBodyUnseen bool
+	tr                 streamTrace
 }
 
 func newStream(s *Server, ctx context.Context) *stream {
@@ -188,6 +189,9 @@ func (st *stream) outOfOrder(what string) (*extprocv3.ProcessingResponse, bool) 
 
 func (st *stream) count(api llm.API, outcome string) {
 	st.s.m.request(apiName(api), outcome)
+	if st.s.tracer != nil {
+		st.traceDecision(api, outcome)
+	}
 }
 
 func apiName(api llm.API) string {

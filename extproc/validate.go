@@ -54,6 +54,7 @@ func (o *Options) Validate() error {
 			bad("service_tiers."+tier, "%v is not a price factor (0 < factor ≤ 1000)", f)
 		}
 	}
+	errs = append(errs, o.validateTracing()...)
 	return errors.Join(errs...)
 }
 

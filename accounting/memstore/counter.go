@@ -30,6 +30,10 @@ type counter struct {
 	// token_bucket
 	tokens float64
 	at     int64
+
+	// leases (see leases.go)
+	leases map[string]int64
+	oldest int64
 }
 
 func newCounter(c *accounting.Counter, now int64) *counter {
@@ -50,6 +54,10 @@ func (ct *counter) check(c *accounting.Counter, amount, now int64) accounting.Co
 		return ct.checkFixed(c, amount, now)
 	case accounting.TokenBucket:
 		return ct.checkBucket(c, amount, now)
+	case accounting.Leases:
+		return ct.checkLeases(c, amount, now)
+	case accounting.Lifetime:
+		return ct.checkLifetime(c, amount, now)
 	}
 	return ct.checkSliding(c, amount, now)
 }
@@ -58,6 +66,8 @@ func (ct *counter) check(c *accounting.Counter, amount, now int64) accounting.Co
 // counter afterwards.
 func (ct *counter) commit(c *accounting.Counter, amount, now int64, st *accounting.CounterState) {
 	switch c.Algorithm {
+	case accounting.Lifetime:
+		ct.commitLifetime(c, amount, st)
 	case accounting.FixedWindow:
 		ct.used += amount
 		st.Remaining -= amount
@@ -89,6 +99,8 @@ func (ct *counter) settle(c *accounting.Counter, reserved, actual, mark, now int
 		return
 	}
 	switch c.Algorithm {
+	case accounting.Lifetime:
+		ct.settleLifetime(delta, mark)
 	case accounting.FixedWindow:
 		idx, end := accounting.FixedWindowAt(c, now)
 		ct.rollFixed(idx, end)

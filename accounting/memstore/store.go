@@ -75,6 +75,10 @@ func (s *Store) Reserve(ctx context.Context, req accounting.ReserveRequest) (acc
 	s.records[req.ID] = now
 	for i := range req.Items {
 		it := &req.Items[i]
+		if it.Algorithm == accounting.Leases {
+			s.counters[it.Key].takeLease(&it.Counter, req.ID, it.Amount, now, &res.States[i])
+			continue
+		}
 		s.counters[it.Key].commit(&it.Counter, it.Amount, now, &res.States[i])
 	}
 	return res, nil
@@ -96,6 +100,11 @@ func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error 
 	delete(s.records, req.ID)
 	for i := range req.Items {
 		it := &req.Items[i]
+		if it.Algorithm == accounting.Leases {
+			// A settlement returns the lease, whatever its amounts.
+			s.returnLeaseLocked(it.Key, req.ID)
+			continue
+		}
 		if it.Actual == it.Reserved {
 			continue
 		}
@@ -125,10 +134,20 @@ func (s *Store) Release(ctx context.Context, req accounting.ReserveRequest) (boo
 	delete(s.records, req.ID)
 	for i := range req.Items {
 		it := &req.Items[i]
+		if it.Algorithm == accounting.Leases {
+			s.returnLeaseLocked(it.Key, req.ID)
+			continue
+		}
 		if it.Amount == 0 {
 			continue
 		}
-		s.counterLocked(&it.Counter, now).settle(&it.Counter, it.Amount, 0, markAt(&it.Counter, t), now)
+		ct := s.counterLocked(&it.Counter, now)
+		mark := markAt(&it.Counter, t)
+		if it.Algorithm == accounting.Lifetime {
+			// The run the reservation was charged to, if it still is.
+			mark = ct.window
+		}
+		ct.settle(&it.Counter, it.Amount, 0, mark, now)
 	}
 	return true, nil
 }

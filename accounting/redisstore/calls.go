@@ -20,10 +20,12 @@ const maxExact = 1 << 53
 
 // The algorithm codes of library.lua.
 const (
-	codeFixed   = 0
-	codeMonth   = 1
-	codeSliding = 2
-	codeBucket  = 3
+	codeFixed    = 0
+	codeMonth    = 1
+	codeSliding  = 2
+	codeBucket   = 3
+	codeLeases   = 4
+	codeLifetime = 5
 )
 
 // The functions take their items as one string of little-endian doubles
@@ -54,6 +56,12 @@ func appendCounter(b []byte, c *accounting.Counter) ([]byte, error) {
 		code, period = codeSliding, accounting.SlotLength(c)
 	case accounting.TokenBucket:
 		code, period = codeBucket, c.Window.Microseconds()
+	case accounting.Leases:
+		// The period is the lease.
+		code, period = codeLeases, c.Window.Microseconds()
+	case accounting.Lifetime:
+		// The period is the run's wall-clock cap.
+		code, period = codeLifetime, c.Window.Microseconds()
 	default:
 		return nil, fmt.Errorf("redisstore: counter %q: unknown algorithm %v", c.Key, c.Algorithm)
 	}
@@ -140,11 +148,16 @@ func (s *Store) Reserve(ctx context.Context, req accounting.ReserveRequest) (acc
 	switch {
 	case len(reply) == 8 && num(reply, 0) == -1:
 		return accounting.ReserveResult{}, accounting.ErrReleased
-	case len(reply) == 8*(2+n) && num(reply, 0) == 1:
+	case len(reply) == 8*(2+n+lifetimes(req.Items)) && num(reply, 0) == 1:
 		res.Admitted = true
 		now := num(reply, 1)
+		start := 2 + n // the lifetime items' run starts follow the levels
 		for i := range res.States {
 			res.States[i] = admitted(&req.Items[i].Counter, numf(reply, 2+i), now)
+			if req.Items[i].Algorithm == accounting.Lifetime {
+				res.States[i] = admittedLifetime(&req.Items[i].Counter, numf(reply, 2+i), num(reply, start), now)
+				start++
+			}
 		}
 	case len(reply) == 8*(1+rejectedNums*n) && num(reply, 0) == 0:
 		for i := range res.States {
@@ -155,6 +168,7 @@ func (s *Store) Reserve(ctx context.Context, req accounting.ReserveRequest) (acc
 				Fits:       num(reply, o+2) == 1,
 				RetryAfter: accounting.Micros(num(reply, o+3)),
 				NeverFits:  num(reply, o+4) == 1,
+				Expired:    num(reply, o+4) == 2,
 				Mark:       num(reply, o+5),
 			}
 		}
@@ -174,6 +188,8 @@ func admitted(c *accounting.Counter, level float64, now int64) accounting.Counte
 	case accounting.TokenBucket:
 		st.Remaining = int64(math.Floor(level))
 		st.Reset = accounting.Micros(accounting.BucketFullIn(c, level))
+	case accounting.Leases:
+		st.Remaining = c.Limit - int64(level)
 	case accounting.SlidingWindow:
 		slot := accounting.SlotLength(c)
 		cur := now / slot
@@ -212,11 +228,16 @@ func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error 
 	var err error
 	for i := range req.Items {
 		it := &req.Items[i]
-		if it.Actual == it.Reserved {
+		delta := it.Actual - it.Reserved
+		switch {
+		case it.Algorithm == accounting.Leases:
+			// A settlement returns the lease, whatever the amounts;
+			// tw_settle acts on a nonzero delta only.
+			delta = -1
+		case delta == 0:
 			// Nothing to book on this counter (the record still goes).
 			continue
 		}
-		delta := it.Actual - it.Reserved
 		if err := exact(it.Key, it.Reserved, it.Actual, delta, it.Mark); err != nil {
 			return err
 		}
@@ -254,4 +275,29 @@ func (s *Store) Release(ctx context.Context, req accounting.ReserveRequest) (boo
 		return false, unavailable(err)
 	}
 	return released == 1, nil
+}
+
+// lifetimes counts the lifetime items among items: tw_reserve's answer
+// to an admission carries the start of each one's run.
+func lifetimes(items []accounting.ReserveItem) int {
+	k := 0
+	for i := range items {
+		if items[i].Algorithm == accounting.Lifetime {
+			k++
+		}
+	}
+	return k
+}
+
+// admittedLifetime is the state of lifetime counter c after an admitted
+// reservation: its level after the charge, the run's start and the
+// store's time (µs), as memstore's commit reports it.
+func admittedLifetime(c *accounting.Counter, level float64, start, now int64) accounting.CounterState {
+	end, _ := accounting.LifetimeEnd(c, start)
+	return accounting.CounterState{
+		Fits:      true,
+		Remaining: c.Limit - int64(level),
+		Reset:     accounting.Micros(end - now),
+		Mark:      start,
+	}
 }

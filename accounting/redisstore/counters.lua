@@ -232,6 +232,11 @@ local function state(keys, vals, i, alg, limit, cap, period)
     st.t, st.at, st.keep, st.rate = t, at, keep, rate
   elseif v then
     st.w, st.u = sunpack('<dd', v)
+    if alg == LIFETIME and st.w + period + LIFETIME_GRACE <= now then
+      -- Kept past its time on Redis's clock (memstore would have
+      -- dropped it): a new run.
+      st.w, st.u, st.ttl = false, 0, true
+    end
   else
     st.w, st.u = false, 0
   end
@@ -244,6 +249,23 @@ end
 -- memstore's check reduced to its verdict; explain gives the rest.
 local function level(st, amount)
   local alg = st.alg
+  if alg == LEASES then
+    -- Trimming the expired leases changes what no one can see.
+    call('ZREMRANGEBYSCORE', st.key, '-inf', format('%d', now))
+    local u = call('ZCARD', st.key)
+    st.u = u
+    if amount <= st.limit and u + amount <= st.limit then return u end
+    return nil
+  end
+  if alg == LIFETIME then
+    -- A run starts at its first charge; its key is kept until e.
+    local start = st.w or now
+    local e = start + st.period
+    st.e = e + LIFETIME_GRACE
+    local u = st.u
+    if now < e and amount <= st.limit and u + amount <= st.limit then return u end
+    return nil
+  end
   if alg == BUCKET then
     refill(st)
     local t = st.t
@@ -272,7 +294,31 @@ end
 local function explain(st, amount)
   local alg = st.alg
   local rem, reset, fits, retry, never, mark = 0, 0, 0, 0, 0, 0
-  if alg == BUCKET then
+  if alg == LEASES then
+    -- level counted the live leases; when one comes back is not known.
+    local limit, u = st.limit, st.u
+    rem = limit - u
+    if amount > limit then
+      never = 1
+    elseif u + amount <= limit then
+      fits = 1
+    else
+      retry = LEASE_RETRY
+    end
+  elseif alg == LIFETIME then
+    -- A refusal is final: no retry time. never is 2 once the run's
+    -- wall-clock cap has passed.
+    local start = st.w or now
+    local e, limit, u = start + st.period, st.limit, st.u
+    rem, reset, mark = limit - u, e - now, start
+    if now >= e then
+      never = 2
+    elseif amount > limit then
+      never = 1
+    elseif u + amount <= limit then
+      fits = 1
+    end
+  elseif alg == BUCKET then
     refill(st)
     local t = st.t
     rem, reset = t - t % 1, full_in(st, t)
@@ -340,7 +386,17 @@ end
 local function settle(st, delta, mark)
   if delta == 0 then return end
   local alg = st.alg
-  if alg == BUCKET then
+  if alg == LEASES then
+    -- The lease goes back, whatever the amounts.
+    call('ZREM', st.key, member)
+  elseif alg == LIFETIME then
+    -- Only the run that was charged: not another one (or none) that
+    -- took its key after it expired.
+    if not st.w or st.w ~= mark then return end
+    local u = st.u + delta
+    if u < 0 then u = 0 end
+    st.u, st.dirty = u, true
+  elseif alg == BUCKET then
     refill(st)
     local t = st.t - delta
     if t > st.cap then t = st.cap end

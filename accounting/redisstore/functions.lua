@@ -51,6 +51,9 @@ local function fast_reserve(keys, vals, v, n)
       local sn, total, head = sunpack('<ddd', val)
       if sn ~= cur or amount > limit or total + amount > limit then return false end
       levels[i], fa[i], fb[i], fc[i], fd[i] = total + amount, total + amount, head + amount, val, cur
+    elseif alg >= LEASES then
+      -- Leases and lifetime budgets take the general path.
+      return false
     else
       if amount > limit then return false end
       local idx, e
@@ -111,6 +114,7 @@ local function reserve(keys, args)
   if not call then init() end
   setclock(args[1])
   local v, n = items(args[2], 5)
+  member = keys[n + 1]
   local vals = load(keys, n)
   local answer = fast_reserve(keys, vals, v, n)
   if answer then return answer end
@@ -140,6 +144,18 @@ local function reserve(keys, args)
     if alg == BUCKET then
       local t = st.t - amount
       st.t, st.dirty, levels[i] = t, true, t
+    elseif alg == LIFETIME then
+      if not st.w then st.w = now end
+      st.u, st.dirty = st.u + amount, true
+      levels[i] = levels[i] + amount
+    elseif alg == LEASES then
+      if amount > 0 then
+        -- All leases on a key share its period, so the newest expires
+        -- last and sets the key's PX.
+        call('ZADD', st.key, format('%d', now + st.period), member)
+        call('PEXPIRE', st.key, px(st.period))
+      end
+      levels[i] = levels[i] + amount
     else
       if alg == SLIDING then
         slot_add(st, st.cur, amount)
@@ -150,7 +166,16 @@ local function reserve(keys, args)
     end
   end
   save(n)
-  return spack(FMT[2 + n] or fmt(2 + n), 1, now, unpack(levels, 1, n))
+  -- After the levels, the start of each lifetime item's run, in order.
+  local k = n
+  for i = 1, n do
+    local st = sts[i]
+    if st.alg == LIFETIME then
+      k = k + 1
+      levels[k] = st.w
+    end
+  end
+  return spack(FMT[2 + k] or fmt(2 + k), 1, now, unpack(levels, 1, k))
 end
 
 -- What fast_settle writes back for an item.
@@ -196,6 +221,9 @@ local function fast_settle(keys, vals, v, n)
       t = t - delta
       if t > cap then t = cap end
       fd[i], fa[i], fb[i], fc[i], fe[i] = BUCKET_STATE, t, at, keep, not val
+    elseif alg >= LEASES then
+      -- Leases and lifetime budgets take the general path.
+      return false
     elseif alg == SLIDING then
       if not val then return false end
       local cur = now / period
@@ -260,6 +288,7 @@ local function settle_call(keys, args)
   setclock(args[1])
   local v, n = items(args[2], 6)
   local rkey = keys[n + 1]
+  member = rkey
   local rec = call('GETDEL', rkey)
   local t = record(rec)
   if t == nil then return 0 end
@@ -288,6 +317,7 @@ local function release(keys, args)
   setclock(args[1])
   local v, n = items(args[2], 5)
   local rkey = keys[n + 1]
+  member = rkey
   local t = record(call('GET', rkey))
   if t ~= nil and t < 0 then return 0 end
   if t == nil then
@@ -304,6 +334,9 @@ local function release(keys, args)
     local mark = 0
     if alg == SLIDING then
       mark = floor(t / period)
+    elseif alg == LIFETIME then
+      -- The run it was charged to, if that is still the one.
+      mark = st.w
     elseif alg ~= BUCKET then
       mark = window(alg, period, t)
     end

@@ -4,7 +4,9 @@
 -- side puts two lines in front of them: the shebang, naming the library
 -- after a hash of its code, and
 --
---   local SLOTS, RECORD_TTL = <accounting.SlidingSlots>, <accounting.RecordTTL in µs>
+--   local SLOTS, RECORD_TTL, LEASE_RETRY, LIFETIME_GRACE = <accounting.SlidingSlots>,
+--     <accounting.RecordTTL in µs>, <accounting.ConcurrentRetryAfter in µs>,
+--     <accounting.LifetimeGrace in µs>
 --   local V = '<hash>'
 --
 -- V ends every function's name, so that replicas running different
@@ -36,6 +38,7 @@
 --
 -- Counter values, little-endian doubles:
 --   fixed window, calendar month: window index, used
+--   lifetime:                     the run's start (µs), used
 --   token bucket:                 tokens, µs of the last refill, µs until
 --                                 which the key's expiry keeps it
 --   sliding window:               newest slot index n, the total of the
@@ -43,6 +46,11 @@
 --                                 n-1, ... down to n-m+1, newest first,
 --                                 for some m <= SLOTS+1 (zeros at the old
 --                                 end are dropped)
+-- A concurrent limit's counter (leases) is a sorted set instead: its
+-- members are the record keys of the reservations holding a lease, each
+-- scored with the lease's expiry (µs, store clock). A lease counts while
+-- its expiry is after now; expired ones are trimmed whenever the counter
+-- is checked, and the key's PX (the lease) reclaims an abandoned set.
 -- A reservation record (the last of KEYS) is one double: the reservation's
 -- time, or minus the time of the release that left it as a tombstone.
 -- Either counts for RECORD_TTL from that time on the store's clock (as in
@@ -55,7 +63,7 @@
 local RING = SLOTS + 1 -- the slots a sliding window holds
 
 -- Algorithm codes, as packed by the Go side.
-local FIXED, MONTH, SLIDING, BUCKET = 0, 1, 2, 3
+local FIXED, MONTH, SLIDING, BUCKET, LEASES, LIFETIME = 0, 1, 2, 3, 4, 5
 
 -- Redis's API and Lua's libraries are globals of a call, not of loading:
 -- the first call binds them.
@@ -91,6 +99,10 @@ local fa, fb, fc, fd, fe = {}, {}, {}, {}, {}
 -- under a frozen test clock, whose keys would otherwise expire on Redis's
 -- running clock while the test's stands still.
 local now, pad = 0, 0
+
+-- member is the call's reservation (its record key): the member of the
+-- sorted sets of leases it takes or returns.
+local member = false
 
 local function setclock(arg)
   if arg == '0' then

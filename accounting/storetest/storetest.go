@@ -68,8 +68,13 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"IdleExpiry", testIdleExpiry},
 		{"DistinctKeys", testDistinctKeys},
 		{"Concurrent", testConcurrent},
-		{"Ping", testPing},
 	}
+	tests = append(tests, leaseTests...)
+	tests = append(tests, lifetimeTests...)
+	tests = append(tests, struct {
+		name string
+		fn   func(t *testing.T, h Harness)
+	}{"Ping", testPing})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newHarness(t)) })
 	}

@@ -77,6 +77,7 @@ func printConfig(w io.Writer, cfg *config.Config) {
 		strings.Join(reasoning, ", "), background)
 	fmt.Fprintf(w, "rate-limit headers: x-ratelimit-*, IETF RateLimit %v, anthropic-ratelimit-* on Anthropic routes %v\n",
 		s.IETFRateLimitHeaders, !s.NoAnthropicRateLimitHeaders)
+	fmt.Fprintln(w, tracingSummary(cfg))
 	tiers := s.ServiceTierFactors
 	if tiers == nil {
 		tiers = extproc.DefaultServiceTierFactors
@@ -110,6 +111,12 @@ func printConfig(w io.Writer, cfg *config.Config) {
 			window = "calendar month"
 		}
 		line := fmt.Sprintf("  %-24s %s %s per %s, %s, %s", l.Name, formatLimit(l.Dimension, l.Limit), l.Dimension, window, scope, l.Algorithm)
+		if l.Dimension == accounting.Concurrent {
+			line = concurrentLine(&l, scope)
+		}
+		if l.Algorithm == accounting.Lifetime {
+			line = lifetimeLine(&l, scope)
+		}
 		if l.Burst > 0 {
 			line += fmt.Sprintf(" (burst %s)", formatLimit(l.Dimension, l.Burst))
 		}

@@ -45,6 +45,8 @@ models: {default: {input: 1, output: 2}}
 limits:
   - {name: spend, dimension: cost, scope: [tenant], algorithm: token_bucket, limit: 1.5, burst: 3, window: day, match: {model: gpt-4o}}
   - {name: monthly, dimension: requests, algorithm: fixed_window, limit: 9, window: month}
+  - {name: in-flight, dimension: concurrent, scope: [tenant], limit: 4, lease: 10m}
+  - {name: run-spend, dimension: cost, scope: [tenant], algorithm: lifetime, limit: 2, max_duration: 1h}
 `, []string{
 			"store redis",
 			"store.redis.allow_eviction: true: Redis's maxmemory-policy is not checked",
@@ -56,6 +58,8 @@ limits:
 			"required: tenant",
 			"  spend                    $1.500000 cost per day, per tenant, token_bucket (burst $3.000000), when model=gpt-4o, on store error deny",
 			"  monthly                  9 requests per calendar month, global, fixed_window, on store error allow",
+			"  in-flight                4 requests in flight at once, per tenant, leases of a replica that dies free after 10 minutes, on store error allow",
+			"  run-spend                $2.000000 cost in all, per tenant, lifetime (never resets; over 1 hour after the first request), on store error deny",
 		}, nil},
 	}
 	for _, tt := range tests {

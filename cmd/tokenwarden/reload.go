@@ -84,6 +84,9 @@ func configChanges(cur, next *config.Config) (live, restart []string) {
 	diff(&restart, "admin", cur.Admin, next.Admin)
 	diff(&restart, "admin_pprof", cur.AdminPprof, next.AdminPprof)
 	diff(&restart, "log.format", cur.Log.Text, next.Log.Text)
+	// The exporter is made once, at start; the span attributes
+	// (tracing.attributes, a server option) apply live.
+	diff(&restart, "tracing", cur.Tracing, next.Tracing)
 	switch {
 	case (cur.Store.Redis == nil) != (next.Store.Redis == nil):
 		restart = append(restart, "store.type")
@@ -126,7 +129,7 @@ func configChanges(cur, next *config.Config) (live, restart []string) {
 
 // restartOnly names the settings configChanges puts in restart, for
 // people.
-const restartOnly = "listen, admin, admin_pprof, log.format and store"
+const restartOnly = "listen, admin, admin_pprof, log.format, store and tracing's exporter"
 
 // reloadSummary says, for check-config, how a server on cfg reloads it.
 func reloadSummary(cfg *config.Config) string {
@@ -331,6 +334,9 @@ func (r *reloader) apply(data []byte, hash, trigger string) string {
 	if err != nil {
 		return r.invalid(trigger, err)
 	}
+	// The exporter the server started with serves every config after
+	// it (configChanges refuses a change of it).
+	next.Server.TracerProvider = r.cur.Server.TracerProvider
 	live, restart := configChanges(r.cur, next)
 	if len(restart) > 0 {
 		r.count(reloadRefused)

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/accounting/memstore"
@@ -73,6 +75,11 @@ func TestConfigChanges(t *testing.T) {
 			restart: []string{"store.redis"}},
 		{name: "redis eviction", cur: baseConfig + redis,
 			next: baseConfig + strings.Replace(redis, "6379'", "6379', allow_eviction: true", 1), restart: []string{"store.redis.allow_eviction"}},
+		{name: "tracing on", next: baseConfig + "tracing: {otlp_endpoint: 'collector:4317'}\n", restart: []string{"tracing"}},
+		{name: "tracing endpoint", cur: baseConfig + "tracing: {otlp_endpoint: 'collector:4317'}\n",
+			next: baseConfig + "tracing: {otlp_endpoint: 'collector:4318', protocol: http}\n", restart: []string{"tracing"}},
+		{name: "tracing attributes", cur: baseConfig + "tracing: {otlp_endpoint: 'collector:4317'}\n",
+			next: baseConfig + "tracing: {otlp_endpoint: 'collector:4317', attributes: [tenant]}\n", live: []string{"other settings"}},
 		{name: "live and restart", next: replace("limit: 1000", "limit: 5") + "admin_pprof: true\nlog: {level: warn}\n",
 			live: []string{"log.level", "limits"}, restart: []string{"admin_pprof"}},
 	}
@@ -104,7 +111,7 @@ type reloadRig struct {
 	path  string
 }
 
-func newReloadRig(t *testing.T, yaml string) *reloadRig {
+func newReloadRig(t *testing.T, yaml string, setUp ...func(*config.Config)) *reloadRig {
 	t.Helper()
 	rig := &reloadRig{path: filepath.Join(t.TempDir(), "tokenwarden.yaml"), reg: prometheus.NewRegistry(),
 		logs: newLogSink(), store: memstore.New(memstore.Options{})}
@@ -113,6 +120,9 @@ func newReloadRig(t *testing.T, yaml string) *reloadRig {
 	cfg, hash, err := file.load()
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range setUp {
+		f(cfg)
 	}
 	level := new(slog.LevelVar)
 	level.Set(cfg.Log.Level)
@@ -419,7 +429,7 @@ func TestCheckConfigSaysHowItReloads(t *testing.T) {
 		name, yaml, want string
 	}{
 		{name: "default", yaml: baseConfig,
-			want: "reload (with -config): on SIGHUP, and when the file's content changes (checked every 10 seconds); a change of listen, admin, admin_pprof, log.format and store needs a restart"},
+			want: "reload (with -config): on SIGHUP, and when the file's content changes (checked every 10 seconds); a change of listen, admin, admin_pprof, log.format, store and tracing's exporter needs a restart"},
 		{name: "set", yaml: baseConfig + "reload: {watch_interval: 1m}\n", want: "(checked every 1 minute)"},
 		{name: "off", yaml: baseConfig + "reload: {watch_interval: off}\n", want: "reload (with -config): on SIGHUP only (reload.watch_interval off);"},
 	}
@@ -437,5 +447,28 @@ func TestCheckConfigSaysHowItReloads(t *testing.T) {
 				t.Errorf("check-config output lacks %q:\n%s", tt.want, out.String())
 			}
 		})
+	}
+}
+
+// TestReloadKeepsTracing: the tracer the server started with serves the
+// configs reloaded after it (the exporter is made once, at start).
+func TestReloadKeepsTracing(t *testing.T) {
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	rig := newReloadRig(t, baseConfig, func(c *config.Config) { c.Server.TracerProvider = tp })
+	rig.write(t, strings.Replace(baseConfig, "limit: 1000", "limit: 2000", 1))
+	if got := rig.r.check(); got != reloadApplied {
+		t.Fatalf("reload: got %q, want %q", got, reloadApplied)
+	}
+	if got := rig.limitInForce(t); got != "2000" {
+		t.Fatalf("limit after the reload: got %s, want 2000", got)
+	}
+	rig.envoy.Wait()
+	names := map[string]int{}
+	for _, s := range sr.Ended() {
+		names[s.Name()]++
+	}
+	if names["tokenwarden.decision"] != 1 || names["tokenwarden.settlement"] != 1 {
+		t.Errorf("spans of a request after a reload: got %v, want a decision and a settlement", names)
 	}
 }

@@ -143,6 +143,16 @@ func serve(ctx context.Context, cfg *config.Config, file *configFile, hash strin
 			ready.eviction = rs.CheckEviction
 		}
 	}
+	if cfg.Tracing != nil {
+		tp, err := newTracerProvider(ctx, cfg.Tracing, log)
+		if err != nil {
+			return err
+		}
+		// Shut down last: the settlements of streams cut at shutdown
+		// are spans too.
+		defer shutdownTracing(tp, log)
+		cfg.Server.TracerProvider = tp
+	}
 	srv, limiter, err := newServer(cfg, store, log, reg)
 	if err != nil {
 		return err

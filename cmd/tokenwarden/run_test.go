@@ -199,7 +199,7 @@ func TestRunServesAndStops(t *testing.T) {
 	}
 
 	code, metrics := get(t, "http://"+r.adminAddr+"/metrics")
-	for _, want := range []string{`tokenwarden_requests_total{api="openai.chat",outcome="admitted"} 1`, `tokenwarden_decisions_total{outcome="never_fits"} 1`, "go_goroutines"} {
+	for _, want := range []string{`tokenwarden_requests_total{api="openai.chat",outcome="admitted"} 1`, `tokenwarden_requests_total{api="openai.chat",outcome="never_fits"} 1`, "go_goroutines"} {
 		if code != 200 || !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

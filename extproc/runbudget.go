@@ -1,0 +1,28 @@
+package extproc
+
+import (
+	"fmt"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+)
+
+// runOverMessage is the message of a 429 from a lifetime budget (an
+// agent run's): it says whether the run is over — its wall-clock cap has
+// passed, or its budget is spent — or only this request does not fit in
+// what the run has left. Either way the reply carries x-should-retry:
+// false, which the OpenAI and Anthropic SDKs honour, as no retry of the
+// same run can succeed.
+func runOverMessage(t *accounting.Trip) string {
+	l := t.Limit
+	d := l.Dimension
+	switch {
+	case t.Expired:
+		return fmt.Sprintf("Run budget %s: the run is over, its %s since its first request have passed. Retrying will not help: start a new run.",
+			l.Name, l.Window)
+	case t.Remaining <= 0:
+		return fmt.Sprintf("Run budget %s: the run is over, it has spent its %s %s. Retrying will not help: start a new run.",
+			l.Name, formatAmount(d, l.Limit), d)
+	}
+	return fmt.Sprintf("Run budget %s on %s: this request needs %s but the run has %s left of its %s. Retrying will not help: reduce the request, or start a new run.",
+		l.Name, d, formatAmount(d, t.Requested), formatAmount(d, t.Remaining), formatAmount(d, l.Limit))
+}
