@@ -349,8 +349,9 @@ end
 -- peek (tw_peek): KEYS are counters; ARGV[2] packs four doubles per
 -- counter: algorithm code, limit, capacity and period (as for tw_reserve).
 -- It reads each counter as a reservation of nothing would (explain with
--- amount 0) and writes nothing. Returns packed doubles, per counter its
--- remaining and reset µs.
+-- amount 0) and writes nothing: a counter of leases is counted, not
+-- trimmed (ZCOUNT of the leases expiring after now, as level would leave
+-- them). Returns packed doubles, per counter its remaining and reset µs.
 local function peek(keys, args)
   if not call then init() end
   setclock(args[1])
@@ -359,7 +360,11 @@ local function peek(keys, args)
   local r = {}
   for i = 1, n do
     local b = 4 * i - 4
-    r[2 * i - 1], r[2 * i] = explain(state(keys, vals, i, v[b + 1], v[b + 2], v[b + 3], v[b + 4]), 0)
+    local st = state(keys, vals, i, v[b + 1], v[b + 2], v[b + 3], v[b + 4])
+    if st.alg == LEASES then
+      st.u = call('ZCOUNT', st.key, '(' .. format('%d', now), '+inf')
+    end
+    r[2 * i - 1], r[2 * i] = explain(st, 0)
   end
   return spack(FMT[2 * n] or fmt(2 * n), unpack(r, 1, 2 * n))
 end

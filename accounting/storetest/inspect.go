@@ -26,6 +26,8 @@ func RunInspect(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"TopOrders", testTopOrders},
 		{"TopBounds", testTopBounds},
 		{"TopForgetsPastWindows", testTopForgets},
+		{"Leases", testInspectLeases},
+		{"Lifetime", testInspectLifetime},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -270,4 +272,59 @@ func testTopForgets(t *testing.T, h Harness, in accounting.Inspector) {
 	if len(res.Counters) != 1 || res.Counters[0].Key != userCounter(l, "new").Key || res.Counters[0].Used != 5 {
 		t.Errorf("got %+v, want only the counter of user new, used 5", res.Counters)
 	}
+}
+
+// testInspectLeases: a concurrent limit's counter shows the leases held
+// (expired ones not counted), a reset frees every slot, and Top lists
+// the scopes holding the most.
+func testInspectLeases(t *testing.T, h Harness, in accounting.Inspector) {
+	c := leaseCounter("inspect-leases", 3, time.Minute)
+	if got := peek(t, in, c)[0]; got.Used != 0 || got.Remaining != 3 {
+		t.Errorf("no lease: got used %d remaining %d, want 0, 3", got.Used, got.Remaining)
+	}
+	st := mustAdmit(t, h, c, 1)
+	assertUsage(t, h, peek(t, in, c)[0], 1, st.Remaining, st.Reset)
+	res, req := reserve(t, h, item(c, 1))
+	assertUsage(t, h, peek(t, in, c)[0], 2, res.States[0].Remaining, res.States[0].Reset)
+	settle(t, h, req, res, 1) // the lease goes back
+	if got := peek(t, in, c)[0]; got.Used != 1 {
+		t.Errorf("after a settlement: got used %d, want 1", got.Used)
+	}
+	mustAdmit(t, h, c, 1)
+	mustAdmit(t, h, c, 1)
+	mustReject(t, h, c, 1)
+	if got := peek(t, in, c)[0]; got.Used != 3 || got.Remaining != 0 {
+		t.Errorf("full: got used %d remaining %d, want 3, 0", got.Used, got.Remaining)
+	}
+	l := &accounting.Limit{Name: "inspect-leases", Dimension: accounting.Concurrent, Algorithm: accounting.Leases, Limit: 3, Window: time.Minute}
+	if res := top(t, in, l, 5, 1000); len(res.Counters) != 1 || res.Counters[0].Key != c.Key || res.Counters[0].Used != 3 {
+		t.Errorf("Top: got %+v, want the one counter, used 3", res.Counters)
+	}
+	if existed, err := in.ResetCounter(context.Background(), c.Key); err != nil || !existed {
+		t.Fatalf("ResetCounter: got %v, %v, want true", existed, err)
+	}
+	mustAdmit(t, h, c, 1)
+	h.Advance(2 * time.Minute) // every lease has expired
+	if got := peek(t, in, c)[0]; got.Used != 0 || got.Remaining != 3 {
+		t.Errorf("after the leases expired: got used %d remaining %d, want 0, 3", got.Used, got.Remaining)
+	}
+}
+
+// testInspectLifetime: a lifetime budget shows what the run used and
+// when its wall-clock cap passes, and a reset starts a new run.
+func testInspectLifetime(t *testing.T, h Harness, in accounting.Inspector) {
+	l := accounting.Limit{Name: "inspect-lifetime", Algorithm: accounting.Lifetime, Limit: 100, Window: time.Hour}
+	c := l.Counter(nil)
+	assertUsage(t, h, peek(t, in, c)[0], 0, 100, time.Hour)
+	st := mustAdmit(t, h, c, 40)
+	assertUsage(t, h, peek(t, in, c)[0], 40, st.Remaining, st.Reset)
+	h.Advance(10 * time.Minute)
+	st = mustReject(t, h, c, 61)
+	assertUsage(t, h, peek(t, in, c)[0], 40, st.Remaining, st.Reset)
+	assertDuration(t, h, "reset", st.Reset, 50*time.Minute)
+	if existed, err := in.ResetCounter(context.Background(), c.Key); err != nil || !existed {
+		t.Fatalf("ResetCounter: got %v, %v, want true", existed, err)
+	}
+	assertUsage(t, h, peek(t, in, c)[0], 0, 100, time.Hour)
+	mustAdmit(t, h, c, 100)
 }
