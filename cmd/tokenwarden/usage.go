@@ -157,7 +157,11 @@ type limitJSON struct {
 	Scope     []string          `json:"scope"`
 	Match     map[string]string `json:"match,omitempty"`
 	Algorithm string            `json:"algorithm"`
-	Window    string            `json:"window"`
+	// Window is the limit's window; a concurrent limit's is its Lease,
+	// a lifetime budget's its MaxDuration, named as in the config.
+	Window      string `json:"window,omitempty"`
+	Lease       string `json:"lease,omitempty"`
+	MaxDuration string `json:"max_duration,omitempty"`
 	// Limit is the capacity: a token bucket's burst. For a limit with
 	// limit_from, the value the attributes asked about give.
 	Limit int64 `json:"limit"`
@@ -192,7 +196,15 @@ func describeLimit(l *accounting.Limit) limitJSON {
 	j := limitJSON{
 		Name: l.Name, Dimension: l.Dimension.String(), Unit: unit(l.Dimension),
 		Scope: append([]string{}, l.Scope...), Match: l.Match,
-		Algorithm: l.Algorithm.String(), Window: configWindow(l), Limit: l.Capacity(),
+		Algorithm: l.Algorithm.String(), Limit: l.Capacity(),
+	}
+	switch l.Algorithm {
+	case accounting.Leases:
+		j.Lease = configWindow(l)
+	case accounting.Lifetime:
+		j.MaxDuration = configWindow(l)
+	default:
+		j.Window = configWindow(l)
 	}
 	if l.Algorithm == accounting.TokenBucket {
 		j.Refill = l.Limit

@@ -31,6 +31,7 @@ identity:
   attributes:
     tenant: {header: x-tenant-id}
     user:   {header: x-user-id}
+    run:    {header: x-run-id}
   required: [tenant]
 models:
   default: {input: 1.00, output: 2.00}
@@ -39,6 +40,8 @@ limits:
   - {name: user-tpm, dimension: tokens, scope: [tenant, user], algorithm: fixed_window, limit: 1000, window: 1h}
   - {name: monthly, dimension: cost, scope: [tenant], algorithm: fixed_window, limit: 5.00, window: month}
   - {name: global, dimension: requests, algorithm: token_bucket, limit: 600, burst: 50, window: 1m}
+  - {name: parallel, dimension: concurrent, scope: [tenant, user], limit: 4, lease: 10m}
+  - {name: run, dimension: requests, scope: [run], algorithm: lifetime, limit: 50, max_duration: 2h}
 `
 
 // usageFixture is a usage API on store, whose limiter has charged
@@ -166,13 +169,18 @@ var usageCases = []usageCase{
 		"limits.1.name": "user-tpm", "limits.1.used": 100.0, "limits.1.remaining": 900.0, "limits.1.scope_values.user": "u1",
 		"limits.2.name": "monthly", "limits.2.unit": "micro_usd", "limits.2.used": 400.0, "limits.2.limit": 5e6, "limits.2.window": "month",
 		"limits.3.name": "global", "limits.3.used": 2.0, "limits.3.limit": 50.0, "limits.3.refill_per_window": 600.0,
-		"limits.4": nil,
+		// u1's reservation is not settled: it holds its lease.
+		"limits.4.name": "parallel", "limits.4.used": 1.0, "limits.4.remaining": 3.0, "limits.4.lease": "10m", "limits.4.window": nil,
+		"limits.5": nil,
 	}, ""},
 	{"usage of a tenant", "GET", "/v1/usage?tenant=acme", "", 200, map[string]any{
 		"limits.0.name": "tenant-rpm", "limits.1.name": "monthly", "limits.2.name": "global", "limits.3": nil,
 	}, ""},
+	{"usage of a run", "GET", "/v1/usage?tenant=acme&run=r1", "", 200, map[string]any{
+		"limits.3.name": "run", "limits.3.used": 0.0, "limits.3.remaining": 50.0, "limits.3.max_duration": "2h", "limits.3.algorithm": "lifetime", "limits.4": nil,
+	}, ""},
 	{"model by family", "GET", "/v1/usage?tenant=acme&model=gpt-4o-2024-08-06", "", 200, map[string]any{"attributes.model": "gpt-4o-2024-08-06", "limits.0.used": 2.0}, ""},
-	{"unknown attribute", "GET", "/v1/usage?tenant=acme&colour=red", "", 400, map[string]any{"error.code": "bad_request"}, `unknown attribute "colour" (known: api, model, tenant, user)`},
+	{"unknown attribute", "GET", "/v1/usage?tenant=acme&colour=red", "", 400, map[string]any{"error.code": "bad_request"}, `unknown attribute "colour" (known: api, model, run, tenant, user)`},
 	{"attribute twice", "GET", "/v1/usage?tenant=a&tenant=b", "", 400, nil, `"tenant" is given 2 times`},
 	{"malformed query", "GET", "/v1/usage?tenant=%zz", "", 400, nil, "malformed query"},
 	{"usage wants GET", "POST", "/v1/usage?tenant=acme", "", 405, map[string]any{"error.code": "method_not_allowed"}, "use GET"},
@@ -206,7 +214,7 @@ var usageCases = []usageCase{
 	{"reset with an attribute not in the scope", "POST", "/v1/limits/tenant-rpm/reset", `{"scope":{"tenant":"acme","user":"u1"}}`, 400, nil, "not part of its scope"},
 	{"reset of an unknown limit", "POST", "/v1/limits/nope/reset", `{"scope":{}}`, 404, nil, "nope"},
 
-	{"limits", "GET", "/v1/limits", "", 200, map[string]any{"limits.0.name": "tenant-rpm", "limits.1.scope.1": "user", "limits.3.scope": []any{}, "limits.4": nil}, ""},
+	{"limits", "GET", "/v1/limits", "", 200, map[string]any{"limits.0.name": "tenant-rpm", "limits.1.scope.1": "user", "limits.3.scope": []any{}, "limits.4.name": "parallel", "limits.5.max_duration": "2h", "limits.6": nil}, ""},
 	{"unknown endpoint", "GET", "/v1/nothing", "", 404, map[string]any{"error.code": "not_found"}, "/v1/nothing"},
 }
 
