@@ -54,6 +54,11 @@
 // suite every Store implementation must pass; memstore and redisstore
 // implement it.
 //
+// A Store may also show its counters ([Inspector]): the Limiter's read
+// side ([Limiter.Usage], [Limiter.CounterUsage], [Limiter.Top],
+// [Limiter.ResetCounter]) answers an operator's "how much has this tenant
+// left, who spends the most" from it, charging nothing.
+//
 // Amounts are integers: requests count 1, tokens count tokens, and cost
 // counts micro-dollars (1e-6 USD), so that a price in USD per million tokens
 // times a token count is a cost in micro-dollars.

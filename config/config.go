@@ -64,6 +64,12 @@ type Config struct {
 	// Tracing is the tracing section; nil (no section) means off. Its
 	// identity attributes are Server.TraceAttributes.
 	Tracing *Tracing
+
+	// AdminTokenFile is admin_token_file; AdminToken the token read from
+	// it, which the admin listener's usage API then requires ("" when
+	// the file sets none). Never print AdminToken.
+	AdminTokenFile string
+	AdminToken     string
 }
 
 // Log is the log section.
@@ -110,6 +116,7 @@ func Parse(data []byte) (*Config, error) {
 	}
 	c := &Config{}
 	c.fileSettings(&f, p)
+	c.adminToken(&f, p)
 	c.store(&f, p)
 	c.identity(&f)
 	c.estimation(&f, p)

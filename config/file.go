@@ -7,6 +7,7 @@ type file struct {
 	Admin               string               `yaml:"admin"`
 	ShutdownGrace       string               `yaml:"shutdown_grace"`
 	AdminPprof          bool                 `yaml:"admin_pprof"`
+	AdminTokenFile      string               `yaml:"admin_token_file"`
 	StripAcceptEncoding bool                 `yaml:"strip_accept_encoding"`
 	Log                 logFile              `yaml:"log"`
 	Store               storeFile            `yaml:"store"`

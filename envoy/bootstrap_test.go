@@ -283,6 +283,14 @@ func TestBootstrapFilterChain(t *testing.T) {
 		var grpcHC bool
 		for _, hc := range c.GetHealthChecks() {
 			grpcHC = grpcHC || hc.GetGrpcHealthCheck() != nil
+			// Until the cluster carries traffic Envoy checks every
+			// no_traffic_interval (60s unset): measured on 1.40, an Envoy
+			// that started before tokenwarden saw it healthy after 59s,
+			// answering every LLM call 503 until then; with 5s, after 3s.
+			nti := hc.GetNoTrafficInterval()
+			if nti == nil || nti.AsDuration() > hc.GetInterval().AsDuration() {
+				t.Errorf("tokenwarden cluster health check: no_traffic_interval %v, want at most the interval %v", nti.AsDuration(), hc.GetInterval().AsDuration())
+			}
 		}
 		if !grpcHC {
 			t.Error("tokenwarden cluster: want a grpc_health_check")

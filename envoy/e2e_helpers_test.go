@@ -57,6 +57,7 @@ identity:
     tier:   {header: x-tier, default: standard}
     user:   {metadata: {namespace: envoy.filters.http.jwt_authn, key: payload, path: [sub]}}
     run:    {header: x-agent-run-id}
+    learn:  {header: x-e2e-learn}
   required: [tenant]
 # An Azure OpenAI deployment serves the model it was created with, whatever
 # the body's "model" says.
@@ -69,6 +70,9 @@ estimation:
   default_output_cap: 1024
   inject_output_cap: true
   inject_stream_usage: true
+  # Learned output reservations, for the callers that send x-e2e-learn
+  # only: a request without the scope's attribute reserves its cap.
+  learned_output: {enabled: true, scope: [learn], min_samples: 5, floor: 16}
 limits:
   - name: e2e-tenant-tokens
     dimension: tokens

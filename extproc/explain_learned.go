@@ -37,8 +37,13 @@ func (s *Server) explainLearned(req *llm.Request, api string, est accounting.Est
 	if l == nil || req.OutputCap <= 0 || req.Background {
 		return nil, est
 	}
-	k := l.key(api, accounting.ModelFamily(req.Model), nil)
+	k, keyed := l.key(api, accounting.ModelFamily(req.Model), nil)
 	e := &LearnedExplanation{Quantile: l.opts.Quantile, MinSamples: l.opts.MinSamples, Scoped: len(l.opts.Scope) > 0, CapEstimate: est}
+	if !keyed {
+		// An explanation has no identity: a scoped estimate is never
+		// one it can name, and the request reserves its cap.
+		return e, est
+	}
 	tokens, samples, ok := l.est.Estimate(k)
 	e.Samples = samples
 	if ok {

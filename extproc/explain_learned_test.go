@@ -21,7 +21,7 @@ func TestExplainLearned(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.learned = l
-	k := l.key("openai.chat", "gpt-4o-mini", nil)
+	k, _ := l.key("openai.chat", "gpt-4o-mini", nil)
 	for i, want := range []struct {
 		samples, learned, reserved int64
 	}{

@@ -63,7 +63,8 @@ type LearnedOutput struct {
 	// Scope lists identity attributes that key the estimate beside the
 	// model and the API: with [tenant], each tenant's completions set its
 	// own reservations, and one tenant's short completions cannot shrink
-	// another's.
+	// another's. A request without one of these attributes reserves
+	// its cap and is not learned from.
 	Scope []string
 }
 
@@ -241,27 +242,30 @@ func (l *learner) sameEstimator(o LearnedOutput) bool {
 }
 
 // key returns the estimate's key for a request of api on model (its
-// family) with attrs. Only a scope costs an allocation.
-func (l *learner) key(api, model string, attrs accounting.Attributes) learned.Key {
+// family) with attrs, and false when attrs lack one of the scope's
+// attributes: as a limit does not hold a request without its scope, such
+// a request is not learned from and reserves its cap, rather than share
+// one estimate with every other request that lacks it. Only a scope
+// costs an allocation.
+func (l *learner) key(api, model string, attrs accounting.Attributes) (learned.Key, bool) {
 	k := learned.Key{API: api, Model: model}
 	if len(l.opts.Scope) == 0 {
-		return k
+		return k, true
 	}
 	// Length-prefixed, as counter keys are: no value can imitate a
-	// boundary. An absent attribute is "-", which no length starts with.
+	// boundary.
 	var b strings.Builder
 	for _, name := range l.opts.Scope {
 		v, ok := attrs.Get(name)
 		if !ok {
-			b.WriteString("-,")
-			continue
+			return learned.Key{}, false
 		}
 		b.WriteString(strconv.Itoa(len(v)))
 		b.WriteByte(':')
 		b.WriteString(v)
 	}
 	k.Scope = b.String()
-	return k
+	return k, true
 }
 
 // reserve returns the output a request reserves per choice: the learned
@@ -286,8 +290,11 @@ func (st *stream) learnedEstimate(est accounting.Estimate) accounting.Estimate {
 	if l == nil || st.req.OutputCap <= 0 || st.req.Background {
 		return est
 	}
-	st.learnKey = l.key(st.target.api.Name(), accounting.ModelFamily(st.req.Model), st.attrs)
-	st.learning = true
+	key, ok := l.key(st.target.api.Name(), accounting.ModelFamily(st.req.Model), st.attrs)
+	if !ok {
+		return est
+	}
+	st.learnKey, st.learning = key, true
 	per, use := l.reserve(st.learnKey, st.req.OutputCap)
 	l.requests[use].Inc()
 	if use == useLearned {

@@ -14,7 +14,8 @@ func TestLearnedLifecycleAllocs(t *testing.T) {
 	}
 	learning.learned = l
 	replay(t, learning, msgs) // the key is created, and learns
-	if _, samples, ok := l.est.Estimate(l.key("openai.chat", "gpt-4o-mini", nil)); !ok || samples != 1 {
+	k, _ := l.key("openai.chat", "gpt-4o-mini", nil)
+	if _, samples, ok := l.est.Estimate(k); !ok || samples != 1 {
 		t.Fatalf("after one lifecycle: %d samples, estimate %v; want one, and an estimate", samples, ok)
 	}
 	base := testing.AllocsPerRun(200, func() { replay(t, plain, msgs) })

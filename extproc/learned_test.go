@@ -222,3 +222,20 @@ func gathered(t *testing.T, reg *prometheus.Registry, name string, labels ...str
 	}
 	return 0
 }
+
+// TestLearnedOutputScopeAbsent: a request without the scope's attribute
+// is not learned from and reserves its cap, as a limit does not hold a
+// request without its scope; such requests do not pool into one
+// estimate.
+func TestLearnedOutputScopeAbsent(t *testing.T) {
+	r := newRig(t, []accounting.Limit{tokensLimit("tenant-tokens", 1_000_000, "tenant")}, withServer(func(o *extproc.Options) {
+		o.LearnedOutput = extproc.LearnedOutput{Enabled: true, MinSamples: 5, Floor: 16, Scope: []string{"team"}}
+	}))
+	first := reservedTokens(t, r.envoy.Do(t.Context(), chatRequest("a", learnedChat), completion(20)))
+	for range 6 {
+		wantStatus(t, r.envoy.Do(t.Context(), chatRequest("a", learnedChat), completion(20)), 200)
+	}
+	if got := reservedTokens(t, r.envoy.Do(t.Context(), chatRequest("a", learnedChat), completion(20))); got != first {
+		t.Errorf("reserved after seven completions without a team: got %d, want %d (the cap)", got, first)
+	}
+}

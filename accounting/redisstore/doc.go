@@ -13,14 +13,14 @@
 // Redis 7.0 or later). A reservation is one FCALL of tw_reserve: it reads
 // every counter the request touches, checks them all, and charges all of
 // them or none, in one atomic step (Redis runs one function at a time). A
-// settlement is one FCALL of tw_settle, a release one of tw_release. The
-// Lua is a port of memstore's arithmetic (fixed windows incl. calendar
-// months, sliding windows of SlidingSlots+1 slots, token buckets with
-// float tokens; a time zone's days and months picked from boundaries the
-// Go side computes, since Lua knows no zones), so a limit behaves the same
-// on both stores; a test drives
-// both through thousands of random steps on one clock and compares every
-// answer.
+// settlement is one FCALL of tw_settle, a release one of tw_release; the
+// operators' read side ([Store.Peek], [Store.Top]) calls tw_peek, which
+// writes nothing. The Lua is a port of memstore's arithmetic (fixed
+// windows incl. calendar months, sliding windows of SlidingSlots+1 slots,
+// token buckets with float tokens; a time zone's days and months picked
+// from boundaries the Go side computes, since Lua knows no zones), so a
+// limit behaves the same on both stores; a test drives both through
+// thousands of random steps on one clock and compares every answer.
 //
 // A library, unlike an EVAL script, defines its helper functions once,
 // when it is loaded, rather than on every call, and the code is written

@@ -1,4 +1,4 @@
--- functions.lua follows counters.lua: the library's three functions.
+-- functions.lua follows counters.lua: the library's functions.
 
 -- fast_reserve is reserve for what nearly every call is: items on
 -- distinct keys that all fit, each a fixed window or calendar month, a
@@ -406,6 +406,32 @@ local function release(keys, args)
   return 1
 end
 
+-- peek (tw_peek): KEYS are counters; ARGV[2] packs four doubles per
+-- counter: algorithm code, limit, capacity and period, and ARGV[3] the
+-- zoned ones' boundaries (as for tw_reserve).
+-- It reads each counter as a reservation of nothing would (explain with
+-- amount 0) and writes nothing: a counter of leases is counted, not
+-- trimmed (ZCOUNT of the leases expiring after now, as level would leave
+-- them). Returns packed doubles, per counter its remaining and reset µs.
+local function peek(keys, args)
+  if not call then init() end
+  setclock(args[1])
+  setzones(args[3])
+  local v, n = items(args[2], 4)
+  local vals = load(keys, n)
+  local r = {}
+  for i = 1, n do
+    local b = 4 * i - 4
+    local st = state(keys, vals, i, v[b + 1], v[b + 2], v[b + 3], v[b + 4])
+    if st.alg == LEASES then
+      st.u = call('ZCOUNT', st.key, '(' .. format('%d', now), '+inf')
+    end
+    r[2 * i - 1], r[2 * i] = explain(st, 0)
+  end
+  return spack(FMT[2 * n] or fmt(2 * n), unpack(r, 1, 2 * n))
+end
+
 redis.register_function('tw_reserve_' .. V, reserve)
 redis.register_function('tw_settle_' .. V, settle_call)
 redis.register_function('tw_release_' .. V, release)
+redis.register_function{function_name = 'tw_peek_' .. V, callback = peek, flags = { 'no-writes' }}

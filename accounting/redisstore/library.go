@@ -37,6 +37,7 @@ var (
 type library struct {
 	name, code               string
 	reserve, settle, release string
+	peek                     string
 }
 
 // newLibrary puts in front of body the constants it shares with the
@@ -55,6 +56,7 @@ func newLibrary(body string) library {
 		reserve: "tw_reserve_" + v,
 		settle:  "tw_settle_" + v,
 		release: "tw_release_" + v,
+		peek:    "tw_peek_" + v,
 	}
 }
 

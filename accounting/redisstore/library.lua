@@ -1,6 +1,6 @@
 -- library.lua, counters.lua and functions.lua, in this order, are the
 -- Redis function library behind redisstore: the arithmetic of
--- accounting/memstore in Lua, and the three functions that use it. The Go
+-- accounting/memstore in Lua, and the functions that use it. The Go
 -- side puts two lines in front of them: the shebang, naming the library
 -- after a hash of its code, and
 --

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -34,8 +35,9 @@ func (c *manualClock) Now() time.Time {
 // releases (of reservations made, of ones never made, and before the
 // reservation they release) and clock steps
 // (now and then past accounting.RecordTTL), both stores on the same exact
-// clock, and requires every answer to be identical: the algorithms behave
-// exactly as on the memory store, not just within a tolerance.
+// clock, and requires every answer to be identical, Peek's at every step
+// included: the algorithms behave exactly as on the memory store, not
+// just within a tolerance.
 func TestMatchesMemstore(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, seed := range []uint64{1, 2, 3} {
@@ -108,6 +110,14 @@ func compareWithMemstore(t *testing.T, rs *Store, seed uint64, steps int) {
 					t.Fatalf("step %d: sliding window %s: %v", step, c.Key, v)
 				}
 			}
+		}
+		// The read side agrees too, to the last bit, whatever the state.
+		wantPeek, err := ms.Peek(ctx, counters)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gotPeek, err := rs.Peek(ctx, counters); err != nil || !slices.Equal(gotPeek, wantPeek) {
+			t.Fatalf("step %d: Peek at %v:\n got  %+v (%v)\n want %+v", step, clock.Now(), gotPeek, err, wantPeek)
 		}
 		switch op := rng.IntN(12); {
 		case op < 2: // let time pass: often a little, sometimes a lot

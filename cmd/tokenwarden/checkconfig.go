@@ -55,6 +55,7 @@ func printConfig(w io.Writer, cfg *config.Config) {
 		storeType = "redis"
 	}
 	fmt.Fprintf(w, "config ok\nlisten %s, admin %s, store %s\n", cfg.Listen, cfg.Admin, storeType)
+	printAdminAPI(w, cfg)
 	fmt.Fprintln(w, reloadSummary(cfg))
 	if cfg.Store.Redis != nil && cfg.Store.AllowEviction {
 		fmt.Fprintln(w, "store.redis.allow_eviction: true: Redis's maxmemory-policy is not checked; a full Redis under any policy but noeviction resets budgets")

@@ -96,6 +96,7 @@ func configChanges(cur, next *config.Config) (live, restart []string) {
 	}
 
 	diff(&live, "shutdown_grace", cur.ShutdownGrace, next.ShutdownGrace)
+	diff(&live, "admin_token_file", [2]string{cur.AdminTokenFile, cur.AdminToken}, [2]string{next.AdminTokenFile, next.AdminToken})
 	diff(&live, "log.level", cur.Log.Level, next.Log.Level)
 	diff(&live, "reload.watch_interval", cur.Reload.WatchInterval, next.Reload.WatchInterval)
 	diff(&live, "limits", cur.Accounting.Limits, next.Accounting.Limits)
@@ -203,6 +204,8 @@ type reloader struct {
 
 	mu  sync.Mutex
 	cur *config.Config
+	// live is the Limiter that applies cur: limiter, reconfigured.
+	live *accounting.Limiter
 	// seen is what the watch saw last: the file's content hash, or why
 	// it could not be read. A file is tried once per change, so a bad
 	// one is logged and counted once, not at every tick.
@@ -211,7 +214,7 @@ type reloader struct {
 
 func newReloader(file *configFile, cfg *config.Config, hash string, limiter *accounting.Limiter, srv *extproc.Server,
 	level *slog.LevelVar, log *slog.Logger, reg prometheus.Registerer) *reloader {
-	r := &reloader{file: file, limiter: limiter, srv: srv, level: level, log: log, m: newReloadMetrics(reg), cur: cfg, seen: hash}
+	r := &reloader{file: file, limiter: limiter, srv: srv, level: level, log: log, m: newReloadMetrics(reg), cur: cfg, live: limiter, seen: hash}
 	r.m.successful.Set(1)
 	r.m.lastSuccess.SetToCurrentTime()
 	r.m.info.WithLabelValues(hash).Set(1)
@@ -223,6 +226,14 @@ func (r *reloader) current() *config.Config {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.cur
+}
+
+// state returns the config in force and the Limiter that applies it,
+// for the admin usage API.
+func (r *reloader) state() (*config.Config, *accounting.Limiter) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cur, r.live
 }
 
 // watchInterval is how often the file is checked: never for the
@@ -345,7 +356,7 @@ func (r *reloader) apply(data []byte, hash, trigger string) string {
 		return r.invalid(trigger, err)
 	}
 	r.level.Set(next.Log.Level)
-	r.cur = next
+	r.cur, r.live = next, limiter
 	r.count(reloadApplied)
 	r.m.lastSuccess.SetToCurrentTime()
 	r.m.info.Reset()

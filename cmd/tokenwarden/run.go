@@ -176,7 +176,7 @@ func serve(ctx context.Context, cfg *config.Config, file *configFile, hash strin
 	gs := grpc.NewServer(srv.ServerOptions()...)
 	hs := extproc.Register(gs, srv)
 
-	hsrv := &http.Server{Handler: adminHandler(reg, ready, cfg.AdminPprof), ReadHeaderTimeout: 5 * time.Second}
+	hsrv := &http.Server{Handler: withUsageAPI(adminHandler(reg, ready, cfg.AdminPprof), newUsageAPI(rl.state, log, reg)), ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 2)
 	go func() { errc <- gs.Serve(grpcLis) }()
 	go func() {
