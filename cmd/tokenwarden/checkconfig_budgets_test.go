@@ -3,8 +3,6 @@ package main
 import (
 	"strings"
 	"testing"
-
-	"github.com/tokenwarden/tokenwarden/config"
 )
 
 // TestPrintConfigBudgets: check-config says which limits are shadow
@@ -50,12 +48,7 @@ limits:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := config.Parse([]byte(tt.config))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out strings.Builder
-			printConfig(&out, cfg)
+			out := printed(t, tt.config)
 			for _, want := range tt.want {
 				if !strings.Contains(out.String(), want) {
 					t.Errorf("output lacks %q:\n%s", want, out.String())

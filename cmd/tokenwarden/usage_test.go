@@ -508,12 +508,7 @@ func TestPrintAdminAPI(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := config.Parse([]byte(tt.config))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out strings.Builder
-			printConfig(&out, cfg)
+			out := printed(t, tt.config)
 			if !strings.Contains(out.String(), tt.want) || strings.Contains(out.String(), token) {
 				t.Errorf("got:\n%s\nwant a line with %q, and never the token", out.String(), tt.want)
 			}
