@@ -383,7 +383,11 @@ func amount(d accounting.Dimension, v float64) (int64, error) {
 		return int64(math.Round(v * 1e6)), nil
 	}
 	if v != math.Trunc(v) {
-		return 0, fmt.Errorf("%v must be a whole number of %s", v, d)
+		unit := d.String()
+		if d == accounting.Concurrent {
+			unit = "requests in flight"
+		}
+		return 0, fmt.Errorf("%v must be a whole number of %s", v, unit)
 	}
 	return int64(v), nil
 }
