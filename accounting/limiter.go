@@ -252,6 +252,9 @@ type reservedItem struct {
 	counter Counter
 	amount  int64
 	mark    int64
+	// held is the share of the limit kept from this request for a
+	// privileged tier (see ReserveFor).
+	held int64
 }
 
 // Reservation is an admitted request's hold on its limits. Settle it
@@ -314,6 +317,8 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 		if lim.From != nil {
 			lim = l.values.forRequest(lim, req.Attributes)
 		}
+		var held int64
+		lim, held = forTier(lim, req.Attributes)
 		var amount int64
 		switch lim.Dimension {
 		case Requests, Concurrent:
@@ -327,7 +332,7 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 			amount = r.Cost
 		}
 		items = append(items, ReserveItem{Counter: lim.Counter(req.Attributes), Amount: amount})
-		r.items = append(r.items, reservedItem{limit: lim, amount: amount})
+		r.items = append(r.items, reservedItem{limit: lim, amount: amount, held: held})
 		failClosed = failClosed || lim.OnStoreError == FailClosed
 	}
 	if len(items) == 0 {
@@ -379,8 +384,9 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 		Applied: true, Limit: r.Trip.Limit.Capacity(), Remaining: r.Trip.Remaining, Reset: r.Trip.Reset,
 		Window: r.Trip.Limit.policyWindow(),
 	}
-	r.items = nil
 	l.m.rejectedBy.WithLabelValues(r.Trip.Limit.Name).Inc()
+	l.countHeld(r.items, r.Trip)
+	r.items = nil
 	return r, nil
 }
 

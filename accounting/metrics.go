@@ -13,7 +13,8 @@ type metrics struct {
 	releases     *prometheus.CounterVec // outcome: released|not_applied|lost
 	rejectedBy   *prometheus.CounterVec // limit
 	pendingRetry prometheus.Gauge
-	leases       *prometheus.GaugeVec // limit
+	leases       *prometheus.GaugeVec   // limit
+	heldForTier  *prometheus.CounterVec // limit
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -42,9 +43,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tokenwarden_concurrent_leases",
 			Help: "Leases this replica holds on concurrent limits (requests admitted and not yet settled), by limit.",
 		}, []string{"limit"}),
+		heldForTier: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokenwarden_reserve_held_total",
+			Help: "Requests refused by a limit with reserve_for that the whole limit had room for: the share kept for the privileged tier held them back, by limit.",
+		}, []string{"limit"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.pendingRetry, m.leases)
+		reg.MustRegister(m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.pendingRetry, m.leases, m.heldForTier)
 	}
 	return m
 }

@@ -340,6 +340,12 @@ func (c *Config) limits(f *file, p *problems) {
 		if a := lf.LimitFrom; a != nil && a.Attribute != "" && !known(a.Attribute) {
 			p.add(field+".limit_from.attribute", "%q has no source under identity.attributes", a.Attribute)
 		}
+		if r := lf.ReserveFor; r != nil {
+			l.ReserveFor = &accounting.ReserveFor{Attribute: r.Attribute, Value: r.Value, Share: r.Share}
+			if r.Attribute != "" && !known(r.Attribute) {
+				p.add(field+".reserve_for.attribute", "%q has no source under identity.attributes (and is not model or api)", r.Attribute)
+			}
+		}
 		for _, attr := range slices.Sorted(maps.Keys(lf.Match)) {
 			if !known(attr) {
 				p.add(field+".match."+attr, "%q has no source under identity.attributes (and is not model or api)", attr)

@@ -124,6 +124,9 @@ func printConfig(w io.Writer, cfg *config.Config) {
 			line += fmt.Sprintf(", per request from attribute %s up to %s (%s when absent or unusable)",
 				f.Attribute, formatLimit(l.Dimension, f.Ceiling), formatLimit(l.Dimension, l.Limit))
 		}
+		if r := l.ReserveFor; r != nil {
+			line += reserveForText(&l)
+		}
 		if len(l.Match) > 0 {
 			line += ", when " + humanMatch(l.Match, slices.Sorted(maps.Keys(l.Match)))
 		}

@@ -25,3 +25,27 @@ limits:
 		t.Errorf("output lacks %q:\n%s", want, out.String())
 	}
 }
+
+// TestPrintConfigReserveFor: check-config says what share a limit keeps
+// for which tier, and what every other request is held to.
+func TestPrintConfigReserveFor(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+identity: {attributes: {priority: {header: x-priority}}}
+limits:
+  - {name: shared-tpm, dimension: tokens, limit: 100000, window: 1m, reserve_for: {attribute: priority, value: interactive, share: 0.3}}
+  - {name: shared-slots, dimension: concurrent, limit: 7, reserve_for: {attribute: priority, value: interactive, share: 0.3}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	printConfig(&out, cfg)
+	for _, want := range []string{
+		"  shared-tpm               100000 tokens per minute, global, sliding_window, keeps 30% (30000) for priority=interactive: other requests held to 70000, on store error deny",
+		"keeps 30% (3) for priority=interactive: other requests held to 4, on store error allow",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
