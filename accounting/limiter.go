@@ -255,6 +255,9 @@ type reservedItem struct {
 	// held is the share of the limit kept from this request for a
 	// privileged tier (see ReserveFor).
 	held int64
+	// remaining is what the counter had left after the reservation,
+	// which a provider's figures correct (see ProviderState).
+	remaining int64
 }
 
 // Reservation is an admitted request's hold on its limits. Settle it
@@ -364,6 +367,7 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 	for i := range r.items {
 		r.items[i].counter = items[i].Counter
 		r.items[i].mark = res.States[i].Mark
+		r.items[i].remaining = res.States[i].Remaining
 	}
 	if r.Admitted {
 		for i, st := range res.States {

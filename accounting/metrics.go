@@ -15,6 +15,9 @@ type metrics struct {
 	pendingRetry prometheus.Gauge
 	leases       *prometheus.GaugeVec   // limit
 	heldForTier  *prometheus.CounterVec // limit
+
+	providerBlocked   *prometheus.CounterVec // limit
+	providerCorrected *prometheus.CounterVec // limit
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -47,9 +50,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tokenwarden_reserve_held_total",
 			Help: "Requests refused by a limit with reserve_for that the whole limit had room for: the share kept for the privileged tier held them back, by limit.",
 		}, []string{"limit"}),
+		providerBlocked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokenwarden_provider_blocked_total",
+			Help: "Upstream 429s that charged a provider limit (one scoped by provider) up to its capacity, blocking that provider scope on every replica, by limit.",
+		}, []string{"limit"}),
+		providerCorrected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokenwarden_provider_corrected_total",
+			Help: "Requests or tokens (the limit's unit) charged to a provider limit beyond usage because the provider's remaining headers showed less left than the counter, by limit.",
+		}, []string{"limit"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.pendingRetry, m.leases, m.heldForTier)
+		reg.MustRegister(m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.pendingRetry, m.leases, m.heldForTier,
+			m.providerBlocked, m.providerCorrected)
 	}
 	return m
 }

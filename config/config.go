@@ -225,7 +225,7 @@ func (c *Config) identity(f *file) {
 	id := &c.Server.Identity
 	for _, name := range slices.Sorted(maps.Keys(f.Identity.Attributes)) {
 		a := f.Identity.Attributes[name]
-		src := extproc.AttributeSource{Name: name, Header: strings.ToLower(a.Header)}
+		src := extproc.AttributeSource{Name: name, Header: strings.ToLower(a.Header), EnvoyAttribute: a.EnvoyAttribute}
 		if m := a.Metadata; m != nil {
 			src.Metadata = &extproc.MetadataSource{Namespace: m.Namespace, Key: m.Key, Path: m.Path}
 		}

@@ -66,9 +66,10 @@ type identityFile struct {
 }
 
 type attributeFile struct {
-	Header   string        `yaml:"header"`
-	Metadata *metadataFile `yaml:"metadata"`
-	Default  *string       `yaml:"default"`
+	Header         string        `yaml:"header"`
+	Metadata       *metadataFile `yaml:"metadata"`
+	EnvoyAttribute string        `yaml:"envoy_attribute"`
+	Default        *string       `yaml:"default"`
 }
 
 type metadataFile struct {

@@ -79,8 +79,14 @@ func (id *Identity) Validate() error {
 			continue
 		}
 		seen[a.Name] = true
-		if (a.Header == "") == (a.Metadata == nil) {
-			bad(field, "needs exactly one source: header or metadata")
+		sources := 0
+		for _, set := range []bool{a.Header != "", a.Metadata != nil, a.EnvoyAttribute != ""} {
+			if set {
+				sources++
+			}
+		}
+		if sources != 1 {
+			bad(field, "needs exactly one source: header, metadata or envoy_attribute")
 			continue
 		}
 		if a.Header != "" && !validHeaderName(a.Header) {
@@ -88,6 +94,9 @@ func (id *Identity) Validate() error {
 		}
 		if m := a.Metadata; m != nil && (m.Namespace == "" || m.Key == "") {
 			bad(field+".metadata", "needs namespace and key")
+		}
+		if e := a.EnvoyAttribute; e != "" && !validEnvoyAttribute(e) {
+			bad(field+".envoy_attribute", "%q is not an Envoy attribute path such as xds.cluster_name", e)
 		}
 	}
 	for i, name := range id.Required {
@@ -111,4 +120,23 @@ func validHeaderName(h string) bool {
 		}
 	}
 	return true
+}
+
+// validEnvoyAttribute reports whether a is a dotted path of lower-case
+// names, as Envoy's attributes are spelt (xds.cluster_name,
+// request.host): what the filter's request_attributes must list too.
+func validEnvoyAttribute(a string) bool {
+	prev := byte('.')
+	for i := 0; i < len(a); i++ {
+		c := a[i]
+		switch {
+		case c >= 'a' && c <= 'z' || c == '_':
+		case c >= '0' && c <= '9' && prev != '.':
+		case c == '.' && prev != '.':
+		default:
+			return false
+		}
+		prev = c
+	}
+	return a != "" && prev != '.'
 }

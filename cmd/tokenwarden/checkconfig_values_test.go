@@ -49,3 +49,34 @@ limits:
 		}
 	}
 }
+
+// TestPrintConfigProviderLimit: check-config says which limits the
+// provider's answers correct, and where the provider attribute comes
+// from.
+func TestPrintConfigProviderLimit(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+identity: {attributes: {provider: {envoy_attribute: xds.cluster_name}}}
+models: {default: {input: 1, output: 1}}
+limits:
+  - {name: openai-tpm, dimension: tokens, scope: [provider], limit: 30000000, window: 1m}
+  - {name: openai-spend, dimension: cost, scope: [provider], limit: 100, window: day}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	printConfig(&out, cfg)
+	for _, want := range []string{
+		"identity provider from Envoy attribute xds.cluster_name (the filter's request_attributes must list it)",
+		"  openai-tpm               30000000 tokens per minute, per provider, sliding_window, provider limit (the provider's 429s fill it, its remaining headers lower it), on store error deny",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	for line := range strings.Lines(out.String()) {
+		if strings.Contains(line, "openai-spend") && strings.Contains(line, "provider limit") {
+			t.Errorf("a cost limit is shown as corrected by the provider: %s", line)
+		}
+	}
+}
