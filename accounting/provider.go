@@ -41,8 +41,9 @@ func (l *Limit) ProviderLimit() bool {
 //     a limit modelling the account over the provider's own window frees
 //     about when the provider does.
 //   - RemainingTokens, RemainingRequests (x-ratelimit-remaining-*,
-//     anthropic-ratelimit-*-remaining): a tokens or requests limit is
-//     charged what it thinks is left beyond the figure.
+//     anthropic-ratelimit-{tokens,requests}-remaining): a tokens or
+//     requests limit is charged what it thinks is left beyond the
+//     figure.
 //
 // The counter's own "left" is what its reservation saw, less what this
 // settlement adds; requests admitted since by other replicas are not in

@@ -8,15 +8,15 @@ import (
 
 // The provider's own figures of what its account has left, which correct
 // the limits scoped by the provider attribute (see
-// accounting.ProviderState). Anthropic states its input and output token
-// limits apart from the combined one: the least of those sent is what is
-// left for a request, which needs both. Never modified.
+// accounting.ProviderState). Anthropic also states its input and output
+// token limits apart; its tokens figure is the most restrictive of them,
+// which is what a limit on input plus output tokens compares with (an
+// output figure alone, a fraction of the total, would cut such a limit
+// to it). Never modified.
 var (
 	remainingTokensHeaders = []string{
 		"x-ratelimit-remaining-tokens",
 		"anthropic-ratelimit-tokens-remaining",
-		"anthropic-ratelimit-input-tokens-remaining",
-		"anthropic-ratelimit-output-tokens-remaining",
 	}
 	remainingRequestsHeaders = []string{
 		"x-ratelimit-remaining-requests",
@@ -26,7 +26,7 @@ var (
 
 // maxProviderFigure bounds a remaining figure that is read: more than
 // any limit can hold (a config limit is at most 1e15), so that a larger
-// one, corrects nothing rather than overflowing.
+// one corrects nothing rather than overflowing.
 const maxProviderFigure = 1e15
 
 // providerState reads what a response says about the provider's account:

@@ -71,7 +71,7 @@ func TestProviderRemainingCorrects(t *testing.T) {
 		used    int64 // on provider-tpm after the response
 	}{
 		{"openai below ours", [][2]string{{"x-ratelimit-remaining-tokens", "4000"}, {"x-ratelimit-limit-tokens", "30000000"}}, 6000},
-		{"anthropic's least below ours", [][2]string{{"anthropic-ratelimit-tokens-remaining", "9000"}, {"anthropic-ratelimit-output-tokens-remaining", "2500"}}, 7500},
+		{"anthropic's below ours", [][2]string{{"anthropic-ratelimit-tokens-remaining", "2500"}, {"anthropic-ratelimit-output-tokens-remaining", "400"}}, 7500},
 		{"above ours is no refund", [][2]string{{"x-ratelimit-remaining-tokens", "29999000"}}, 1010},
 		{"not a number", [][2]string{{"x-ratelimit-remaining-tokens", "lots"}}, 1010},
 	}
