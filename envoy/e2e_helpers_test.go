@@ -60,6 +60,7 @@ identity:
     learn:  {header: x-e2e-learn}
     provider: {header: x-e2e-provider}
     cluster:  {envoy_attribute: xds.cluster_name}
+    account:  {envoy_attribute: "xds.route_metadata.filter_metadata['tokenwarden']['provider']"}
   required: [tenant]
 # An Azure OpenAI deployment serves the model it was created with, whatever
 # the body's "model" says.
@@ -121,11 +122,12 @@ limits:
     algorithm: fixed_window
     limit: 100000
     window: 31d
-  # The same account per upstream cluster, which Envoy names in the
-  # request attributes the rig asks for.
+  # The same account per upstream cluster and the account the route's
+  # metadata names, which Envoy sends in the request attributes the rig
+  # asks for.
   - name: e2e-provider-cluster
     dimension: requests
-    scope: [provider, cluster]
+    scope: [provider, cluster, account]
     algorithm: fixed_window
     limit: 500
     window: 31d

@@ -7,17 +7,31 @@ import (
 )
 
 // e2eRigRequestAttributes has the rig's ext_proc filter send the upstream
-// cluster's name with the request headers (request_attributes), which the
-// e2e config reads as the cluster attribute: how a provider limit keys
-// an account by the cluster the route chose. The shipped envoy.yaml does
-// not ask for it; a deployment with provider limits adds it.
+// cluster's name and the provider account its default route's metadata
+// names with the request headers (request_attributes), which the e2e
+// config reads as the cluster and account attributes: the ways a provider
+// limit keys an account by the route. The shipped envoy.yaml asks for
+// neither; a deployment with provider limits adds what it uses.
 func e2eRigRequestAttributes(t *testing.T) func(doc map[string]any) {
 	return func(doc map[string]any) {
 		hcm := path(t, doc, "static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config")
 		ep := path(t, named(t, path(t, hcm, "http_filters"), extProcFilter), "typed_config").(map[string]any)
-		ep["request_attributes"] = []any{"xds.cluster_name"}
+		ep["request_attributes"] = []any{"xds.cluster_name", e2eRouteAccountExpr}
+		// The default route names the provider account in its metadata.
+		vh := named(t, path(t, hcm, "route_config", "virtual_hosts"), "llm")
+		routes := vh["routes"].([]any)
+		last := routes[len(routes)-1].(map[string]any)
+		last["metadata"] = map[string]any{"filter_metadata": map[string]any{"tokenwarden": map[string]any{"provider": e2eRouteAccount}}}
 	}
 }
+
+// e2eRouteAccountExpr reads the provider account the route's metadata
+// names, as a CEL expression in request_attributes: Envoy sends its value
+// under the expression's text.
+const (
+	e2eRouteAccountExpr = "xds.route_metadata.filter_metadata['tokenwarden']['provider']"
+	e2eRouteAccount     = "e2e-route-account"
+)
 
 // TestE2EProviderLimits: through the real Envoy and fakellm, limits scoped
 // by a provider account (e2e-provider-*, for the callers that name one in
@@ -25,8 +39,8 @@ func e2eRigRequestAttributes(t *testing.T) func(doc map[string]any) {
 // below the counter's, is charged, so the next request to that account is
 // refused; its 429 blocks the account for every tenant at once, while the
 // caller that met it gets the provider's own 429 and another account goes
-// on. Envoy sends the upstream cluster's name with the request headers,
-// which keys e2e-provider-cluster.
+// on. Envoy sends the upstream cluster's name and the account the route's
+// metadata names with the request headers, which key e2e-provider-cluster.
 func TestE2EProviderLimits(t *testing.T) {
 	t.Parallel()
 	r := e2e(t)
@@ -40,10 +54,10 @@ func TestE2EProviderLimits(t *testing.T) {
 		p := "figures-" + a.tenant
 		first := r.mustSend(t, a, chat, a.tenant+"-fig1", on(p, "x-fakellm-ratelimit-remaining-tokens", "20")...)
 		e2eWantStatus(t, first, http.StatusOK)
-		// The cluster attribute arrived: the provider-per-cluster limit,
-		// the tightest on requests, applied.
+		// The cluster and account attributes arrived: the limit scoped by
+		// them, the tightest on requests, applied.
 		if got := e2eIntHeader(t, first, "x-ratelimit-limit-requests"); got != e2eProviderClusterRequests {
-			t.Errorf("x-ratelimit-limit-requests: got %d, want %d (e2e-provider-cluster: Envoy sent xds.cluster_name)", got, e2eProviderClusterRequests)
+			t.Errorf("x-ratelimit-limit-requests: got %d, want %d (e2e-provider-cluster: Envoy sent xds.cluster_name and the route's account)", got, e2eProviderClusterRequests)
 		}
 		if got := first.header.Get("x-ratelimit-remaining-tokens"); got == "20" {
 			t.Error("the provider's x-ratelimit-remaining-tokens reached the client")

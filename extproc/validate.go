@@ -96,7 +96,7 @@ func (id *Identity) Validate() error {
 			bad(field+".metadata", "needs namespace and key")
 		}
 		if e := a.EnvoyAttribute; e != "" && !validEnvoyAttribute(e) {
-			bad(field+".envoy_attribute", "%q is not an Envoy attribute path such as xds.cluster_name", e)
+			bad(field+".envoy_attribute", "%q is not an Envoy attribute or CEL expression as request_attributes lists it", e)
 		}
 	}
 	for i, name := range id.Required {
@@ -122,21 +122,21 @@ func validHeaderName(h string) bool {
 	return true
 }
 
-// validEnvoyAttribute reports whether a is a dotted path of lower-case
-// names, as Envoy's attributes are spelt (xds.cluster_name,
-// request.host): what the filter's request_attributes must list too.
+// validEnvoyAttribute reports whether a can be what the filter's
+// request_attributes lists: an attribute (xds.cluster_name) or a CEL
+// expression (xds.route_metadata.filter_metadata['tokenwarden']['provider']),
+// whose text is the key Envoy sends its value under. Envoy checks the
+// expression; here it must be 1-256 printable ASCII characters, without
+// space at either end, so that a typo shows up in check-config rather
+// than as an attribute that never arrives.
 func validEnvoyAttribute(a string) bool {
-	prev := byte('.')
+	if a == "" || len(a) > 256 || a[0] == ' ' || a[len(a)-1] == ' ' {
+		return false
+	}
 	for i := 0; i < len(a); i++ {
-		c := a[i]
-		switch {
-		case c >= 'a' && c <= 'z' || c == '_':
-		case c >= '0' && c <= '9' && prev != '.':
-		case c == '.' && prev != '.':
-		default:
+		if a[i] < 0x20 || a[i] > 0x7e {
 			return false
 		}
-		prev = c
 	}
-	return a != "" && prev != '.'
+	return true
 }
