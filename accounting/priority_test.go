@@ -219,3 +219,49 @@ func TestReserveForUnderContention(t *testing.T) {
 		})
 	}
 }
+
+// TestReserveForConcurrent: a concurrent limit of 10 with a share of 0.3
+// admits other requests while fewer than 7 are in flight in all, and
+// keeps the last 3 slots for the tier: a batch slot given back while the
+// tier holds its 3 does not let batch in again.
+func TestReserveForConcurrent(t *testing.T) {
+	lim := accounting.Limit{Name: "slots", Dimension: accounting.Concurrent, Algorithm: accounting.Leases, Limit: 10, Window: time.Minute,
+		ReserveFor: &accounting.ReserveFor{Attribute: "priority", Value: "interactive", Share: 0.3}}
+	l, err := accounting.New(accounting.Options{Store: memstore.New(memstore.Options{}), Limits: []accounting.Limit{lim}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []*accounting.Reservation
+	take := func(priority string) bool {
+		res, err := l.Reserve(context.Background(), tierRequest(priority, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Admitted {
+			held = append(held, res)
+		}
+		return res.Admitted
+	}
+	for i := range 7 {
+		if !take("batch") {
+			t.Fatalf("batch slot %d refused, want 7 admitted", i+1)
+		}
+	}
+	if take("batch") {
+		t.Fatal("an eighth batch request admitted, want the last 3 slots kept")
+	}
+	for i := range 3 {
+		if !take("interactive") {
+			t.Fatalf("interactive slot %d refused, want 3 admitted", i+1)
+		}
+	}
+	if take("interactive") {
+		t.Fatal("an eleventh request admitted on 10 slots")
+	}
+	if _, err := held[0].Settle(context.Background(), accounting.Usage{}); err != nil {
+		t.Fatal(err)
+	}
+	if take("batch") {
+		t.Error("batch admitted with 9 requests in flight, want refused: other requests are held to 7 in all")
+	}
+}
