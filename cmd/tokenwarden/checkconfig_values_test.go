@@ -3,23 +3,16 @@ package main
 import (
 	"strings"
 	"testing"
-
-	"github.com/tokenwarden/tokenwarden/config"
 )
 
 // TestPrintConfigLimitFrom: check-config says where a per-request limit
 // value comes from, its ceiling and the value without one.
 func TestPrintConfigLimitFrom(t *testing.T) {
-	cfg, err := config.Parse([]byte(`
+	out := printed(t, `
 identity: {attributes: {tenant: {header: x-tenant}, tpm: {header: x-tpm}}}
 limits:
   - {name: contract-tpm, dimension: tokens, scope: [tenant], limit: 100000, window: 1m, limit_from: {attribute: tpm, ceiling: 2000000}}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	printConfig(&out, cfg)
+`)
 	want := "  contract-tpm             100000 tokens per minute, per tenant, sliding_window, per request from attribute tpm up to 2000000 (100000 when absent or unusable), on store error deny"
 	if !strings.Contains(out.String(), want) {
 		t.Errorf("output lacks %q:\n%s", want, out.String())
@@ -29,17 +22,12 @@ limits:
 // TestPrintConfigReserveFor: check-config says what share a limit keeps
 // for which tier, and what every other request is held to.
 func TestPrintConfigReserveFor(t *testing.T) {
-	cfg, err := config.Parse([]byte(`
+	out := printed(t, `
 identity: {attributes: {priority: {header: x-priority}}}
 limits:
   - {name: shared-tpm, dimension: tokens, limit: 100000, window: 1m, reserve_for: {attribute: priority, value: interactive, share: 0.3}}
   - {name: shared-slots, dimension: concurrent, limit: 7, reserve_for: {attribute: priority, value: interactive, share: 0.3}}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	printConfig(&out, cfg)
+`)
 	for _, want := range []string{
 		"  shared-tpm               100000 tokens per minute, global, sliding_window, keeps 30% (30000) for priority=interactive: other requests held to 70000, on store error deny",
 		"keeps 30% (3) for priority=interactive: other requests held to 4, on store error allow",
@@ -54,18 +42,13 @@ limits:
 // provider's answers correct, and where the provider attribute comes
 // from.
 func TestPrintConfigProviderLimit(t *testing.T) {
-	cfg, err := config.Parse([]byte(`
+	out := printed(t, `
 identity: {attributes: {provider: {envoy_attribute: xds.cluster_name}}}
 models: {default: {input: 1, output: 1}}
 limits:
   - {name: openai-tpm, dimension: tokens, scope: [provider], limit: 30000000, window: 1m}
   - {name: openai-spend, dimension: cost, scope: [provider], limit: 100, window: day}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	printConfig(&out, cfg)
+`)
 	for _, want := range []string{
 		"identity provider from Envoy attribute xds.cluster_name (the filter's request_attributes must list it)",
 		"  openai-tpm               30000000 tokens per minute, per provider, sliding_window, provider limit (the provider's 429s fill it, its remaining headers lower it), on store error deny",
