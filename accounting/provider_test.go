@@ -134,3 +134,28 @@ func leftOn(t *testing.T, store accounting.Store, lim accounting.Limit, attrs ac
 	}
 	return res.States[0].Remaining
 }
+
+// TestSettleProviderShadow: a shadow provider limit is corrected like an
+// enforced one, so that it reports what blocking would have done, and
+// blocks nothing.
+func TestSettleProviderShadow(t *testing.T) {
+	store := memstore.New(memstore.Options{})
+	tpm := limit("provider-tpm", accounting.Tokens, 10000, "provider")
+	tpm.Mode = accounting.Shadow
+	l, reg := limiterWithMetrics(t, store, tpm)
+	req := accounting.Request{Attributes: onProvider, Estimate: accounting.Estimate{InputTokens: 1000}}
+	r, err := l.Reserve(t.Context(), req)
+	if err != nil || !r.Admitted {
+		t.Fatalf("Reserve: admitted %v, err %v", r != nil && r.Admitted, err)
+	}
+	if _, err := r.SettleProvider(t.Context(), accounting.Usage{}, accounting.ProviderState{RateLimited: true}); err != nil {
+		t.Fatal(err)
+	}
+	r, err = l.Reserve(t.Context(), req)
+	if err != nil || !r.Admitted {
+		t.Fatalf("after the provider's 429, a shadow limit refused: admitted %v, err %v", r != nil && r.Admitted, err)
+	}
+	if got := counterValue(t, reg, "tokenwarden_shadow_decisions_total", "provider-tpm", "would_reject"); got != 1 {
+		t.Errorf("shadow would_reject: got %v, want 1", got)
+	}
+}
