@@ -127,3 +127,35 @@ func TestProviderBlockAcrossReplicas(t *testing.T) {
 		})
 	}
 }
+
+// TestReserveForLeases: on Redis, a concurrent limit's reserve keeps the
+// last slots for the tier, across replicas.
+func TestReserveForLeases(t *testing.T) {
+	srv := redistest.Start(t)
+	lim := accounting.Limit{Name: "slots", Dimension: accounting.Concurrent, Algorithm: accounting.Leases, Limit: 10, Window: time.Minute,
+		ReserveFor: &accounting.ReserveFor{Attribute: "priority", Value: "interactive", Share: 0.3}}
+	ls := replicas(t, srv, 2, lim)
+	take := func(i int, priority string) bool {
+		res, err := ls[i%2].Reserve(t.Context(), accounting.Request{Attributes: accounting.Attributes{{Name: "priority", Value: priority}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Admitted
+	}
+	for i := range 7 {
+		if !take(i, "batch") {
+			t.Fatalf("batch slot %d refused, want 7 admitted", i+1)
+		}
+	}
+	if take(7, "batch") {
+		t.Fatal("an eighth batch request admitted, want the last 3 slots kept")
+	}
+	for i := range 3 {
+		if !take(i, "interactive") {
+			t.Fatalf("interactive slot %d refused, want 3 admitted", i+1)
+		}
+	}
+	if take(0, "interactive") {
+		t.Fatal("an eleventh request admitted on 10 slots")
+	}
+}
