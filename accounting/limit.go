@@ -39,6 +39,9 @@ type Limit struct {
 	// attribute, bounded by a ceiling, Limit being the value when the
 	// attribute has none; nil means Limit for every request.
 	From *LimitFrom
+	// ReserveFor keeps a share of the limit for a privileged tier of
+	// requests (see priority.go); nil keeps none.
+	ReserveFor *ReserveFor
 }
 
 // policyWindow is the window a header stating the limit's policy names:
@@ -92,6 +95,7 @@ func (l *Limit) Validate() error {
 	if l.Algorithm > Lifetime {
 		bad("algorithm", "unknown algorithm %d", l.Algorithm)
 	}
+	errs = append(errs, l.validateReserveFor())
 	// Checked before the algorithms that validate their own fields: a
 	// shadow limit and a time zone mean the same for every algorithm.
 	if l.Mode > Shadow {

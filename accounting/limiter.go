@@ -258,6 +258,12 @@ type reservedItem struct {
 	counter Counter
 	amount  int64
 	mark    int64
+	// held is the share of the limit kept from this request for a
+	// privileged tier (see ReserveFor).
+	held int64
+	// remaining is what the counter had left after the reservation,
+	// which a provider's figures correct (see ProviderState).
+	remaining int64
 }
 
 // Reservation is an admitted request's hold on its limits. Settle it
@@ -320,6 +326,8 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 		if lim.From != nil {
 			lim = l.values.forRequest(lim, req.Attributes)
 		}
+		var held int64
+		lim, held = forTier(lim, req.Attributes)
 		var amount int64
 		switch lim.Dimension {
 		case Requests, Concurrent:
@@ -334,7 +342,7 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 		}
 		shadow := lim.Mode == Shadow
 		items = append(items, ReserveItem{Counter: lim.Counter(req.Attributes), Amount: amount, Optional: shadow})
-		r.items = append(r.items, reservedItem{limit: lim, amount: amount})
+		r.items = append(r.items, reservedItem{limit: lim, amount: amount, held: held})
 		// A shadow limit never fails a request, the store's failure
 		// included.
 		failClosed = failClosed || (lim.OnStoreError == FailClosed && !shadow)
@@ -369,6 +377,7 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 	for i := range r.items {
 		r.items[i].counter = items[i].Counter
 		r.items[i].mark = res.States[i].Mark
+		r.items[i].remaining = res.States[i].Remaining
 	}
 	if r.Admitted {
 		states := res.States
@@ -400,8 +409,9 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 		Applied: true, Limit: r.Trip.Limit.Capacity(), Remaining: r.Trip.Remaining, Reset: r.Trip.Reset,
 		Window: r.Trip.Limit.policyWindow(),
 	}
-	r.items = nil
 	l.m.rejectedBy.WithLabelValues(r.Trip.Limit.Name).Inc()
+	l.countHeld(r.items, r.Trip)
+	r.items = nil
 	return r, nil
 }
 

@@ -14,7 +14,11 @@ type metrics struct {
 	rejectedBy   *prometheus.CounterVec // limit
 	shadow       *prometheus.CounterVec // limit, outcome: would_admit|would_reject|store_error
 	pendingRetry prometheus.Gauge
-	leases       *prometheus.GaugeVec // limit
+	leases       *prometheus.GaugeVec   // limit
+	heldForTier  *prometheus.CounterVec // limit
+
+	providerBlocked   *prometheus.CounterVec // limit
+	providerCorrected *prometheus.CounterVec // limit
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -47,9 +51,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tokenwarden_concurrent_leases",
 			Help: "Leases this replica holds on concurrent limits (requests admitted and not yet settled), by limit.",
 		}, []string{"limit"}),
+		heldForTier: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokenwarden_reserve_held_total",
+			Help: "Requests refused by a limit with reserve_for that the whole limit had room for: the share kept for the privileged tier held them back, by limit.",
+		}, []string{"limit"}),
+		providerBlocked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokenwarden_provider_blocked_total",
+			Help: "Upstream 429s that charged a provider limit (one scoped by provider) up to its capacity, blocking that provider scope on every replica, by limit.",
+		}, []string{"limit"}),
+		providerCorrected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokenwarden_provider_corrected_total",
+			Help: "Requests or tokens (the limit's unit) charged to a provider limit beyond usage because the provider's remaining headers showed less left than the counter, by limit.",
+		}, []string{"limit"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.shadow, m.pendingRetry, m.leases)
+		reg.MustRegister(m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.shadow, m.pendingRetry, m.leases, m.heldForTier,
+			m.providerBlocked, m.providerCorrected)
 	}
 	return m
 }

@@ -10,6 +10,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/internal/llm"
@@ -23,7 +24,7 @@ var (
 	bothLengths = []string{"accept-encoding", "content-length"}
 )
 
-func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata) (*extprocv3.ProcessingResponse, bool) {
+func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata, ea map[string]*structpb.Struct) (*extprocv3.ProcessingResponse, bool) {
 	if st.headersSeen {
 		return st.outOfOrder("request headers")
 	}
@@ -34,7 +35,7 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata) 
 	st.path, _ = headerValue(h, ":path")
 	st.target = st.s.classify(st.path)
 	api := st.target.api
-	attrs, err := st.s.opts.Identity.resolve(func(k string) (string, bool) { return headerValue(h, k) }, md)
+	attrs, err := st.s.opts.Identity.resolve(func(k string) (string, bool) { return headerValue(h, k) }, md, ea)
 	if err != nil {
 		var ie *identityError
 		if errors.As(err, &ie) && ie.missing != "" {

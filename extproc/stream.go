@@ -63,11 +63,15 @@ type stream struct {
 	learning bool
 	learnKey learned.Key
 
-	status     int
-	origin     origin
-	reader     llm.UsageReader
-	decoder    contentcoding.Decoder // set for a compressed response
-	unreadable bool                  // a response encoding the server cannot decode
+	status int
+	origin origin
+	// provider is what the response said about the provider's account,
+	// when hasProvider: it corrects the provider limits at settlement.
+	provider    accounting.ProviderState
+	hasProvider bool
+	reader      llm.UsageReader
+	decoder     contentcoding.Decoder // set for a compressed response
+	unreadable  bool                  // a response encoding the server cannot decode
 	// responseBodyUnseen: Envoy announced response_body_mode NONE, so no
 	// response body reaches the server and its usage cannot be read.
 	responseBodyUnseen bool
@@ -108,7 +112,7 @@ func (st *stream) handle(req *extprocv3.ProcessingRequest) (resp *extprocv3.Proc
 	}
 	switch r := req.Request.(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
-		return st.requestHeaders(r.RequestHeaders, req.MetadataContext)
+		return st.requestHeaders(r.RequestHeaders, req.MetadataContext, req.Attributes)
 	case *extprocv3.ProcessingRequest_RequestBody:
 		return st.requestBody(r.RequestBody)
 	case *extprocv3.ProcessingRequest_RequestTrailers:

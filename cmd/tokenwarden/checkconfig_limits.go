@@ -19,3 +19,16 @@ func lifetimeLine(l *accounting.Limit, scope string) string {
 	return fmt.Sprintf("  %-24s %s %s in all, %s, lifetime (never resets; over %s after the first request)",
 		l.Name, formatLimit(l.Dimension, l.Limit), l.Dimension, scope, humanWindow(l.Window))
 }
+
+// reserveForText describes a limit's reserve for check-config: what the
+// privileged tier keeps, and what everyone else is held to.
+func reserveForText(l *accounting.Limit) string {
+	r := l.ReserveFor
+	held := r.Reserved(l.Limit)
+	text := fmt.Sprintf(", keeps %g%% (%s) for %s=%s: other requests held to %s",
+		r.Share*100, formatLimit(l.Dimension, held), r.Attribute, r.Value, formatLimit(l.Dimension, l.Limit-held))
+	if l.From != nil {
+		text += " (of the value without the attribute; the share applies to each request's value)"
+	}
+	return text
+}

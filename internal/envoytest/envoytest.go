@@ -168,6 +168,9 @@ type Request struct {
 	// Metadata is the dynamic metadata Envoy forwards (metadata_context),
 	// e.g. a jwt_authn payload.
 	Metadata *corev3.Metadata
+	// Attributes are the values of the filter's request_attributes
+	// (xds.cluster_name, …), which Envoy sends with the request headers.
+	Attributes map[string]string
 }
 
 // UpstreamRequest is what reaches the upstream after the filter.
@@ -427,8 +430,16 @@ func (x *exchange) run(req Request, upstream Upstream, disconnect context.Cancel
 
 	// Request headers.
 	if !x.f.SkipRequestHeaders {
-		if err := x.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
-			RequestHeaders: &extprocv3.HttpHeaders{Headers: hdr.proto(), EndOfStream: len(whole) == 0 && !trailers}}}); err != nil {
+		msg := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
+			RequestHeaders: &extprocv3.HttpHeaders{Headers: hdr.proto(), EndOfStream: len(whole) == 0 && !trailers}}}
+		if len(req.Attributes) > 0 {
+			fields := make(map[string]*structpb.Value, len(req.Attributes))
+			for k, v := range req.Attributes {
+				fields[k] = structpb.NewStringValue(v)
+			}
+			msg.Attributes = map[string]*structpb.Struct{"envoy.filters.http.ext_proc": {Fields: fields}}
+		}
+		if err := x.send(msg); err != nil {
 			return failure(err)
 		}
 		r, err := x.recv("request_headers")
