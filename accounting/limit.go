@@ -33,6 +33,10 @@ type Limit struct {
 	// attribute, bounded by a ceiling, Limit being the value when the
 	// attribute has none; nil means Limit for every request.
 	From *LimitFrom
+	// WaitUpTo lets a request this limit refuses wait up to this long
+	// for capacity instead of being refused at once (see wait.go);
+	// zero means no wait.
+	WaitUpTo time.Duration
 }
 
 // policyWindow is the window a header stating the limit's policy names:
@@ -83,6 +87,7 @@ func (l *Limit) Validate() error {
 	if l.Algorithm > Lifetime {
 		bad("algorithm", "unknown algorithm %d", l.Algorithm)
 	}
+	errs = append(errs, l.validateWait()...)
 	if l.Dimension == Concurrent || l.Algorithm == Leases {
 		// A concurrent limit's window is its lease: checked there.
 		errs = append(errs, l.validateConcurrent()...)

@@ -13,7 +13,10 @@ type metrics struct {
 	releases     *prometheus.CounterVec // outcome: released|not_applied|lost
 	rejectedBy   *prometheus.CounterVec // limit
 	pendingRetry prometheus.Gauge
-	leases       *prometheus.GaugeVec // limit
+	leases       *prometheus.GaugeVec   // limit
+	waited       *prometheus.CounterVec // outcome: see WaitOutcome
+	waitSeconds  prometheus.Histogram
+	waiting      prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -43,8 +46,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Leases this replica holds on concurrent limits (requests admitted and not yet settled), by limit.",
 		}, []string{"limit"}),
 	}
+	m.waited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tokenwarden_waited_total",
+		Help: "Requests a limit with on_exhausted.wait_up_to let wait for capacity, by outcome: admitted (capacity returned in time), timed_out (it would not: refused), cancelled (the client left while it waited), queue_full (refused at once: too many waiting), unavailable (the store failed under a deny limit while it waited).",
+	}, []string{"outcome"})
+	m.waitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "tokenwarden_wait_seconds",
+		Help:    "How long requests waited for capacity, whatever the outcome (queue_full excepted: it does not wait).",
+		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2, 3, 5, 10},
+	})
+	m.waiting = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tokenwarden_waiting",
+		Help: "Requests this replica holds while they wait for capacity.",
+	})
 	if reg != nil {
-		reg.MustRegister(m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.pendingRetry, m.leases)
+		reg.MustRegister(m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.pendingRetry, m.leases,
+			m.waited, m.waitSeconds, m.waiting)
 	}
 	return m
 }
