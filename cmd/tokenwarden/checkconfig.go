@@ -127,8 +127,11 @@ func printConfig(w io.Writer, cfg *config.Config) {
 		if len(l.Match) > 0 {
 			line += ", when " + humanMatch(l.Match, slices.Sorted(maps.Keys(l.Match)))
 		}
-		line += ", on store error " + l.OnStoreError.String()
+		line += waitNote(&l) + ", on store error " + l.OnStoreError.String()
 		fmt.Fprintln(w, line)
+	}
+	if note := waitTimeoutNote(limits); note != "" {
+		fmt.Fprintln(w, note)
 	}
 }
 
