@@ -266,8 +266,12 @@ type requestBodyReply struct {
 func (st *stream) reserve(req accounting.Request) (resp *extprocv3.ProcessingResponse, done bool) {
 	api := st.target.api
 	start := time.Now()
-	res, err := st.s.opts.Limiter.Reserve(st.ctx, req)
+	res, err := st.s.opts.Limiter.ReserveWaiting(st.ctx, req, st.hold)
 	took := time.Since(start)
+	if !st.heldAt.IsZero() {
+		// The decision's own time; the wait is in tokenwarden_wait_seconds.
+		took = st.heldAt.Sub(start)
+	}
 	st.s.m.decision.Observe(took.Seconds())
 	if st.s.tracer != nil {
 		st.traceReserved(res, took)
