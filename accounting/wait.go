@@ -110,20 +110,21 @@ func (l *Limit) validateWait() []error {
 
 // waitFor returns how long a request refused with these states may wait:
 // the shortest WaitUpTo of the limits that refused it, or zero when one
-// of them does not wait, never frees, or frees later than its WaitUpTo.
+// of them does not wait or never frees, or when the last of them frees
+// later than that.
 func waitFor(items []reservedItem, states []CounterState) time.Duration {
-	wait := time.Duration(math.MaxInt64)
+	wait, last := time.Duration(math.MaxInt64), time.Duration(0)
 	for i, st := range states {
 		if st.Fits {
 			continue
 		}
 		lim := items[i].limit
-		if lim.WaitUpTo <= 0 || st.NeverFits || lim.Algorithm == Lifetime || st.RetryAfter > lim.WaitUpTo {
+		if lim.WaitUpTo <= 0 || st.NeverFits || lim.Algorithm == Lifetime {
 			return 0
 		}
-		wait = min(wait, lim.WaitUpTo)
+		wait, last = min(wait, lim.WaitUpTo), max(last, st.RetryAfter)
 	}
-	if wait == math.MaxInt64 {
+	if wait == math.MaxInt64 || last > wait {
 		return 0
 	}
 	return wait

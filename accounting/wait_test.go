@@ -242,12 +242,17 @@ func TestWaitOnlyWhenEveryRefusalWaits(t *testing.T) {
 	tooLong.Name, tooLong.Window = "minute", time.Minute
 	big := perSecond(1, 2*time.Second)
 	big.Name, big.Dimension = "tokens", accounting.Tokens
+	// Frees in 4s, within its own wait; but a limit that also refuses
+	// lets the request wait only 1s.
+	slow := perSecond(1, 5*time.Second)
+	slow.Name, slow.Window = "slow", 4*time.Second
 	tests := []struct {
 		name   string
 		limits []accounting.Limit
 		est    accounting.Estimate
 	}{
 		{"a limit without a wait also refuses", []accounting.Limit{perSecond(1, 2*time.Second), noWait}, accounting.Estimate{}},
+		{"the shortest wait is too short for the last to free", []accounting.Limit{slow, perSecond(1, time.Second)}, accounting.Estimate{}},
 		{"capacity returns after the wait", []accounting.Limit{tooLong}, accounting.Estimate{}},
 		{"never fits", []accounting.Limit{big}, accounting.Estimate{InputTokens: 5}},
 	}
@@ -292,7 +297,13 @@ func TestWaitCancelled(t *testing.T) {
 			t.Fatalf("waiting: got %v, want 3", got)
 		}
 		time.Sleep(100 * time.Millisecond)
+		// The middle one leaves while the head still waits: it is not
+		// its turn yet, and it goes at once all the same.
 		cancelMiddle()
+		synctest.Wait()
+		if len(middle) == 0 {
+			t.Fatal("a waiter whose turn had not come stayed after its caller left")
+		}
 		cancelHead()
 		for name, ch := range map[string]<-chan result{"head": head, "middle": middle} {
 			res := <-ch
