@@ -11,6 +11,7 @@ import (
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/accounting/memstore"
+	"github.com/tokenwarden/tokenwarden/internal/envoytest"
 )
 
 // waitingLimit is one request per window per tenant, and a refused one
@@ -161,5 +162,22 @@ func TestWaitClientLeaves(t *testing.T) {
 	}
 	if got := r.used(t, "tenant-rps", accounting.Attributes{{Name: "tenant", Value: "a"}}); got != 1 {
 		t.Errorf("tenant-rps used: got %d, want 1 (the first request only)", got)
+	}
+}
+
+// TestWaitHoldsACallThatIsNotAnLLMCall: a call counted on the requests
+// dimension only (not an LLM API path, decided on its headers) waits as
+// an LLM call does, on the request headers message.
+func TestWaitHoldsACallThatIsNotAnLLMCall(t *testing.T) {
+	t0, base := time.Now(), time.Unix(1_000_000, int64(500*time.Millisecond))
+	store := memstore.New(memstore.Options{Now: func() time.Time { return base.Add(time.Since(t0)) }})
+	r := newRig(t, []accounting.Limit{waitingLimit(time.Second, 2*time.Second)}, withStore(store))
+	req := envoytest.Request{Method: "GET", Path: "/v1/models", Headers: [][2]string{{"x-tenant-id", "a"}}}
+	upstream := jsonUpstream(200, []byte(`{"data":[]}`))
+	wantStatus(t, r.envoy.Do(t.Context(), req, upstream), 200)
+	second := r.envoy.Do(t.Context(), req, upstream)
+	wantStatus(t, second, 200)
+	if len(second.TimeoutOverrides) != 1 || second.Upstream == nil {
+		t.Errorf("second: overrides %v, upstream called %v; want one override, and the call made", second.TimeoutOverrides, second.Upstream != nil)
 	}
 }
