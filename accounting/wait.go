@@ -14,9 +14,10 @@ import (
 // bucket that refills quickly), where a held request costs the client
 // less than a refusal, a back-off and a retry.
 //
-// A request is held only when every limit that refused it waits and
-// frees within its wait; otherwise it is refused at once, as without
-// waits. It may wait no longer than the shortest wait of those limits.
+// A request is held only when every limit that refused it waits, none
+// of them is one it can never fit, and the last of them to free does so
+// within the shortest of their waits, which is how long it may wait;
+// otherwise it is refused at once, as without waits.
 //
 // Waiting requests queue per counter: one limit's counter for one scope
 // (the [Trip.Key] of the limit that frees last), first come, first
