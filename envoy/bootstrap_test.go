@@ -321,7 +321,7 @@ func TestBootstrapFilterChain(t *testing.T) {
 			t.Fatal(err)
 		}
 		format := al.GetLogFormat().GetJsonFormat().String()
-		for _, key := range []string{"estimate_tokens", "actual_tokens", "limit"} {
+		for _, key := range []string{"estimate_tokens", "actual_tokens", "limit", "wait_seconds"} {
 			if want := "%DYNAMIC_METADATA(" + twNamespace + ":" + key + ")%"; !strings.Contains(format, want) {
 				t.Errorf("access log format lacks %s", want)
 			}

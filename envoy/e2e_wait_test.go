@@ -117,7 +117,12 @@ func TestE2EWaitServesABurst(t *testing.T) {
 		}
 		e2eWantStatus(t, got.resp, http.StatusOK)
 		rem := e2eIntHeader(t, got.resp, "x-ratelimit-remaining-requests")
-		t.Logf("request %d: 200 after %v, %d left in its window", i, got.took.Round(time.Millisecond), rem)
+		// Envoy's access log has how long tokenwarden held it.
+		waited := accessLogLine(t, r.envoy.stdout, fmt.Sprintf("%s-%d", c.tenant, i))["tw_wait_seconds"]
+		t.Logf("request %d: 200 after %v, %d left in its window, held %v s", i, got.took.Round(time.Millisecond), rem, waited)
+		if w, _ := waited.(float64); (i < e2eWaitCapacity) != (waited == nil) || (waited != nil && w <= 1) {
+			t.Errorf("request %d: access log tw_wait_seconds %v, want none for the first %d, over 1s for the rest", i, waited, e2eWaitCapacity)
+		}
 		switch {
 		case rem == e2eWaitCapacity-1:
 			windows++ // the first admission of a window

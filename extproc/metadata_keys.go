@@ -32,4 +32,8 @@ const (
 	MetaActualOutputTokens = "actual_output_tokens"
 	// MetaSettledOn is the settlement's Basis.
 	MetaSettledOn = "settled_on"
+	// MetaWaitSeconds is how long a request was held for capacity
+	// (on_exhausted.wait_up_to) before it was admitted or refused;
+	// absent when it was not held.
+	MetaWaitSeconds = "wait_seconds"
 )

@@ -221,6 +221,7 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 	md := newDynamicMetadata(buf[:])
 	st.reservationMetadata(&md)
 	md.str(MetaDecision, "admitted")
+	waitMetadata(&md, st.res)
 	md.attach(&r.resp)
 	edited, err := api.Inject(body, &st.req, llm.InjectOptions{OutputCap: o.InjectOutputCap, StreamUsage: o.InjectStreamUsage})
 	if err != nil {
@@ -293,6 +294,7 @@ func (st *stream) reserve(req accounting.Request) (resp *extprocv3.ProcessingRes
 		md.str(MetaDecision, "rejected")
 		md.str(MetaLimit, res.Trip.Limit.Name)
 		md.num(MetaEstimateTokens, float64(res.Estimate.Total()))
+		waitMetadata(&md, res)
 		md.attach(resp)
 		return resp, true
 	}

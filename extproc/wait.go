@@ -42,3 +42,10 @@ func (st *stream) hold(upTo time.Duration) error {
 		OverrideMessageTimeout: durationpb.New(upTo + accounting.WaitMargin),
 	})
 }
+
+// waitMetadata adds how long res's request was held, if it was.
+func waitMetadata(md *dynamicMetadata, res *accounting.Reservation) {
+	if res.Wait.Outcome != "" {
+		md.num(MetaWaitSeconds, res.Wait.Took.Seconds())
+	}
+}

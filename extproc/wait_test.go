@@ -11,6 +11,7 @@ import (
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/accounting/memstore"
+	"github.com/tokenwarden/tokenwarden/extproc"
 	"github.com/tokenwarden/tokenwarden/internal/envoytest"
 )
 
@@ -78,6 +79,13 @@ func TestWaitHoldsARefusedRequest(t *testing.T) {
 		t.Errorf("second: ignored overrides %v, want none", second.IgnoredOverrides)
 	}
 	wantHeader(t, second.Header, "x-ratelimit-remaining-requests", "0")
+	// The access log says how long each was held: the first not at all.
+	if got, ok := first.Metadata[extproc.MetadataNamespace][extproc.MetaWaitSeconds]; ok {
+		t.Errorf("first: %s %v, want none", extproc.MetaWaitSeconds, got)
+	}
+	if got, _ := second.Metadata[extproc.MetadataNamespace][extproc.MetaWaitSeconds].(float64); got <= 0 || got > 2 {
+		t.Errorf("second: %s %v, want the wait, above 0 and at most 2s", extproc.MetaWaitSeconds, got)
+	}
 	r.envoy.Wait()
 	if got := requestsTotal(t, reg, "admitted"); got != 2 {
 		t.Errorf("requests_total{admitted}: got %v, want 2", got)
