@@ -173,7 +173,7 @@ func (l *Limiter) ReserveWaiting(ctx context.Context, req Request, hold func(upT
 // queue (w), then until the retry time the store named, and asks the
 // store again, until it is admitted or deadline would pass.
 func (l *Limiter) wait(ctx context.Context, req Request, r *Reservation, w *waiter, start, deadline time.Time) (*Reservation, error) {
-	timeout := time.NewTimer(deadline.Sub(start))
+	timeout := time.NewTimer(time.Until(deadline))
 	defer timeout.Stop()
 	select {
 	case <-w.turn:
