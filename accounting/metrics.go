@@ -12,6 +12,7 @@ type metrics struct {
 	settlements  *prometheus.CounterVec // outcome: ok|retried|lost|no_record
 	releases     *prometheus.CounterVec // outcome: released|not_applied|lost
 	rejectedBy   *prometheus.CounterVec // limit
+	shadow       *prometheus.CounterVec // limit, outcome: would_admit|would_reject|store_error
 	pendingRetry prometheus.Gauge
 	leases       *prometheus.GaugeVec   // limit
 	waited       *prometheus.CounterVec // outcome: see WaitOutcome
@@ -37,6 +38,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tokenwarden_rejections_total",
 			Help: "Rejected requests by the limit named in the reply.",
 		}, []string{"limit"}),
+		shadow: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokenwarden_shadow_decisions_total",
+			Help: "Decisions of shadow limits (mode: shadow) on requests the enforced limits admitted, by limit and outcome: would_admit (fitted; charged), would_reject (enforcing the limit would have rejected the request; not charged), store_error (the store call failed; nothing decided).",
+		}, []string{"limit", "outcome"}),
 		pendingRetry: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tokenwarden_settlements_pending_retry",
 			Help: "Settlements and releases waiting to be retried after a store failure.",
@@ -60,7 +65,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help: "Requests this replica holds while they wait for capacity.",
 	})
 	if reg != nil {
-		reg.MustRegister(m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.pendingRetry, m.leases,
+		reg.MustRegister(m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.shadow, m.pendingRetry, m.leases,
 			m.waited, m.waitSeconds, m.waiting)
 	}
 	return m

@@ -99,6 +99,8 @@ func (l *Limit) validateWait() []error {
 		return []error{FieldErrorf("on_exhausted.wait_up_to", "must not be negative")}
 	case l.WaitUpTo > MaxWaitUpTo:
 		return []error{FieldErrorf("on_exhausted.wait_up_to", "%s is above the longest wait, %s (Envoy's max_message_timeout must cover the wait plus %s)", l.WaitUpTo, MaxWaitUpTo, WaitMargin)}
+	case l.Mode == Shadow:
+		return []error{FieldErrorf("on_exhausted.wait_up_to", "a shadow limit refuses nothing, so nothing waits for it")}
 	case l.Algorithm == Lifetime:
 		return []error{FieldErrorf("on_exhausted.wait_up_to", "a lifetime budget never frees: waiting cannot help")}
 	case l.Dimension == Concurrent || l.Algorithm == Leases:
@@ -116,7 +118,8 @@ func (l *Limit) validateWait() []error {
 func waitFor(items []reservedItem, states []CounterState) time.Duration {
 	wait, last := time.Duration(math.MaxInt64), time.Duration(0)
 	for i, st := range states {
-		if st.Fits {
+		if st.Fits || items[i].limit.Mode == Shadow {
+			// A shadow limit refuses nothing (see pickTrip).
 			continue
 		}
 		lim := items[i].limit

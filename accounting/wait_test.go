@@ -435,6 +435,8 @@ func TestWaitUpToIsValidated(t *testing.T) {
 		Algorithm: accounting.Lifetime, Limit: 3, Window: time.Hour, WaitUpTo: time.Second}
 	concurrent := accounting.Limit{Name: "inflight", Dimension: accounting.Concurrent, Algorithm: accounting.Leases,
 		Limit: 3, Window: time.Minute, WaitUpTo: time.Second}
+	shadowWait := perSecond(1, time.Second)
+	shadowWait.Mode = accounting.Shadow
 	tests := []struct {
 		name string
 		l    accounting.Limit
@@ -446,6 +448,7 @@ func TestWaitUpToIsValidated(t *testing.T) {
 		{"negative", perSecond(1, -time.Second), "on_exhausted.wait_up_to: must not be negative"},
 		{"lifetime", lifetime, "on_exhausted.wait_up_to: a lifetime budget never frees"},
 		{"concurrent", concurrent, "on_exhausted.wait_up_to: a concurrent limit cannot say when a slot frees"},
+		{"shadow", shadowWait, "on_exhausted.wait_up_to: a shadow limit refuses nothing"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -490,6 +493,22 @@ func TestWaitLinesOutliveAReload(t *testing.T) {
 		}
 		if _, err := l.Reconfigure(accounting.Options{MaxWaiting: 7}); err == nil {
 			t.Error("Reconfigure changed MaxWaiting")
+		}
+	})
+}
+
+// TestWaitIgnoresShadowLimits: a shadow limit that would also refuse
+// (and never waits) does not keep a request from waiting for the limit
+// that does refuse it.
+func TestWaitIgnoresShadowLimits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		shadow := perSecond(1, 0)
+		shadow.Name, shadow.Mode, shadow.Window = "would-refuse", accounting.Shadow, time.Hour
+		l := waitLimiter(t, nil, accounting.Options{}, perSecond(1, 2*time.Second), shadow)
+		t0 := time.Now()
+		<-goWait(t.Context(), l, "t1", t0)
+		if res := <-goWait(t.Context(), l, "t1", t0); !res.r.Admitted || res.r.Wait.Outcome != accounting.WaitAdmitted || res.at != time.Second {
+			t.Errorf("admitted=%v wait %+v at %v, want admitted after a wait, at 1s", res.r.Admitted, res.r.Wait, res.at)
 		}
 	})
 }

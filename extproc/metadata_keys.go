@@ -32,6 +32,10 @@ const (
 	MetaActualOutputTokens = "actual_output_tokens"
 	// MetaSettledOn is the settlement's Basis.
 	MetaSettledOn = "settled_on"
+	// MetaShadowRejected names, comma-separated, the shadow limits
+	// (mode: shadow) that would have rejected an admitted request; absent
+	// when none would.
+	MetaShadowRejected = "shadow_rejected"
 	// MetaWaitSeconds is how long a request was held for capacity
 	// (on_exhausted.wait_up_to) before it was admitted or refused;
 	// absent when it was not held.

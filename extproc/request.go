@@ -221,6 +221,9 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 	md := newDynamicMetadata(buf[:])
 	st.reservationMetadata(&md)
 	md.str(MetaDecision, "admitted")
+	if sr := st.res.ShadowRejected; sr != nil {
+		md.str(MetaShadowRejected, limitNames(sr))
+	}
 	waitMetadata(&md, st.res)
 	md.attach(&r.resp)
 	edited, err := api.Inject(body, &st.req, llm.InjectOptions{OutputCap: o.InjectOutputCap, StreamUsage: o.InjectStreamUsage})
