@@ -34,9 +34,13 @@ const maxDecoded = 256 << 20
 type stream struct {
 	s   *Server
 	ctx context.Context
-	// send sends a message on the stream ahead of the reply to the one
-	// being handled (see hold); nil when there is no gRPC stream.
-	send func(*extprocv3.ProcessingResponse) error
+	// out sends a message on the stream ahead of the reply to the one
+	// being handled (see hold); nil when there is no gRPC stream. (The
+	// stream itself, not its Send method value: that would cost an
+	// allocation per request.)
+	out interface {
+		Send(*extprocv3.ProcessingResponse) error
+	}
 	// heldAt is when the request began waiting for capacity (see
 	// wait.go); zero if it did not.
 	heldAt time.Time

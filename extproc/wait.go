@@ -35,10 +35,10 @@ var errNoStream = errors.New("extproc: no stream to extend the message timeout o
 // wait of upTo, and notes when the wait began.
 func (st *stream) hold(upTo time.Duration) error {
 	st.heldAt = time.Now()
-	if st.send == nil {
+	if st.out == nil {
 		return errNoStream
 	}
-	return st.send(&extprocv3.ProcessingResponse{
+	return st.out.Send(&extprocv3.ProcessingResponse{
 		OverrideMessageTimeout: durationpb.New(upTo + accounting.WaitMargin),
 	})
 }
