@@ -42,6 +42,10 @@ type Limit struct {
 	// ReserveFor keeps a share of the limit for a privileged tier of
 	// requests (see priority.go); nil keeps none.
 	ReserveFor *ReserveFor
+	// WaitUpTo lets a request this limit refuses wait up to this long
+	// for capacity instead of being refused at once (see wait.go);
+	// zero means no wait.
+	WaitUpTo time.Duration
 }
 
 // policyWindow is the window a header stating the limit's policy names:
@@ -105,6 +109,7 @@ func (l *Limit) Validate() error {
 		// Concurrent limits and lifetime budgets have no calendar either.
 		bad("time_zone", "only a calendar window (day or month) has a time zone")
 	}
+	errs = append(errs, l.validateWait()...)
 	if l.Dimension == Concurrent || l.Algorithm == Leases {
 		// A concurrent limit's window is its lease: checked there.
 		errs = append(errs, l.validateConcurrent()...)

@@ -50,7 +50,14 @@ type Options struct {
 	// MaxPendingSettlements bounds the settlements and releases retrying
 	// at once; zero means DefaultMaxPendingSettlements.
 	MaxPendingSettlements int
-	Logger                *slog.Logger
+	// MaxWaiting bounds the requests waiting for capacity at once
+	// ([Limiter.ReserveWaiting]), and MaxWaitingPerKey those waiting on
+	// one limit's counter for one scope; zero means DefaultMaxWaiting
+	// and DefaultMaxWaitingPerKey. A request over either bound is
+	// refused at once, as without a wait.
+	MaxWaiting       int
+	MaxWaitingPerKey int
+	Logger           *slog.Logger
 	// Registerer receives the Limiter's metrics; nil means none.
 	Registerer prometheus.Registerer
 }
@@ -124,6 +131,10 @@ type background struct {
 	retries    sync.WaitGroup
 	closing    chan struct{}
 	closeOnce  sync.Once
+
+	// waits are the requests waiting for capacity, shared so that a
+	// reload bounds and orders them with those already waiting.
+	waits *waitQueue
 }
 
 // New returns a Limiter. It fails without a store, or if
@@ -158,6 +169,7 @@ func New(opts Options) (*Limiter, error) {
 		pending = DefaultMaxPendingSettlements
 	}
 	l.retrySlots = make(chan struct{}, pending)
+	l.waits = newWaitQueue(opts.MaxWaiting, opts.MaxWaitingPerKey)
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	l.idPrefix = hex.EncodeToString(b[:]) + "-"
@@ -220,6 +232,9 @@ type Decision struct {
 	// ShadowRejected lists the shadow limits that would have rejected
 	// an admitted request (see [Mode]); nil when none would.
 	ShadowRejected []*Limit
+	// Wait reports how a request held for capacity fared
+	// ([Limiter.ReserveWaiting]); zero for one that was not held.
+	Wait Wait
 }
 
 // Trip describes why a request was rejected.
@@ -240,6 +255,12 @@ type Trip struct {
 	// Expired reports, with Final, that the scope's wall-clock cap has
 	// passed.
 	Expired bool
+	// Key is the store key of Limit's counter for the request's scope:
+	// requests that wait for capacity queue by it.
+	Key string
+	// Wait is how long the request may wait for capacity to return
+	// ([Limit.WaitUpTo]); zero when it may not (see waitFor).
+	Wait time.Duration
 }
 
 // DimState is one dimension's rate-limit figures.
@@ -279,10 +300,13 @@ type Reservation struct {
 	// PriceFactor is the request's, kept to price its settlement alike.
 	PriceFactor float64
 
-	l       *Limiter
-	items   []reservedItem
-	at      time.Time // when it was reserved, for the logs
-	settled atomic.Bool
+	l     *Limiter
+	items []reservedItem
+	// heldBack: refused only by what a limit keeps for a privileged
+	// tier (see [ReserveFor]).
+	heldBack bool
+	at       time.Time // when it was reserved, for the logs
+	settled  atomic.Bool
 }
 
 // Reserve decides whether req may spend its estimate and, if so, reserves
@@ -303,6 +327,16 @@ type Reservation struct {
 // counted, and the reservation stays charged until its window lets it go
 // — the safe direction.
 func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error) {
+	r, err := l.reserve(ctx, req)
+	if err == nil && !r.Admitted {
+		l.countRefusal(r)
+	}
+	return r, err
+}
+
+// reserve is Reserve without counting a rejection: a request that waits
+// for capacity is refused by each attempt but the last.
+func (l *Limiter) reserve(ctx context.Context, req Request) (*Reservation, error) {
 	r := &Reservation{
 		ID:          l.idPrefix + strconv.FormatUint(l.idSeq.Add(1), 36),
 		Model:       req.Model,
@@ -409,8 +443,7 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 		Applied: true, Limit: r.Trip.Limit.Capacity(), Remaining: r.Trip.Remaining, Reset: r.Trip.Reset,
 		Window: r.Trip.Limit.policyWindow(),
 	}
-	l.m.rejectedBy.WithLabelValues(r.Trip.Limit.Name).Inc()
-	l.countHeld(r.items, r.Trip)
+	r.heldBack = heldBack(r.items, r.Trip)
 	r.items = nil
 	return r, nil
 }
@@ -460,5 +493,7 @@ func pickTrip(items []reservedItem, states []CounterState) (Trip, bool) {
 		NeverFits:  st.NeverFits,
 		Final:      items[best].limit.Algorithm == Lifetime,
 		Expired:    st.Expired,
+		Key:        items[best].counter.Key,
+		Wait:       waitFor(items, states),
 	}, true
 }

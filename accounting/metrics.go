@@ -19,6 +19,10 @@ type metrics struct {
 
 	providerBlocked   *prometheus.CounterVec // limit
 	providerCorrected *prometheus.CounterVec // limit
+
+	waited      *prometheus.CounterVec // outcome: see WaitOutcome
+	waitSeconds prometheus.Histogram
+	waiting     prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -64,9 +68,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Requests or tokens (the limit's unit) charged to a provider limit beyond usage because the provider's remaining headers showed less left than the counter, by limit.",
 		}, []string{"limit"}),
 	}
+	m.waited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tokenwarden_waited_total",
+		Help: "Requests a limit with on_exhausted.wait_up_to let wait for capacity, by outcome: admitted (capacity returned in time), timed_out (it would not: refused), cancelled (the client left while it waited), queue_full (refused at once: too many waiting), unavailable (the store failed under a deny limit while it waited).",
+	}, []string{"outcome"})
+	m.waitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "tokenwarden_wait_seconds",
+		Help:    "How long requests waited for capacity, whatever the outcome (queue_full excepted: it does not wait).",
+		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2, 3, 5, 10},
+	})
+	m.waiting = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tokenwarden_waiting",
+		Help: "Requests this replica holds while they wait for capacity.",
+	})
 	if reg != nil {
 		reg.MustRegister(m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.shadow, m.pendingRetry, m.leases, m.heldForTier,
-			m.providerBlocked, m.providerCorrected)
+			m.providerBlocked, m.providerCorrected, m.waited, m.waitSeconds, m.waiting)
 	}
 	return m
 }

@@ -25,6 +25,10 @@ const (
 	// OutcomeRunOver: an agent run's lifetime budget is spent or its
 	// time is up; the run will not be admitted again.
 	OutcomeRunOver Outcome = "run_over"
+	// OutcomeCancelled: the caller went away while its request waited
+	// for capacity ([Limiter.ReserveWaiting]); nothing was reserved,
+	// and no one is answered.
+	OutcomeCancelled Outcome = "cancelled"
 )
 
 // Outcome returns the decision's outcome.
@@ -38,6 +42,8 @@ func (d *Decision) Outcome() Outcome {
 		return OutcomeNeverFits
 	case d.Trip.Final:
 		return OutcomeRunOver
+	case d.Wait.Outcome == WaitCancelled:
+		return OutcomeCancelled
 	}
 	return OutcomeRejected
 }

@@ -123,17 +123,27 @@ func forTier(lim *Limit, attrs Attributes) (*Limit, int64) {
 	return &c, held
 }
 
-// countHeld counts a refusal that only a reserve caused: the limit named
-// in it kept a share from the request, and the whole limit had room.
-func (l *Limiter) countHeld(items []reservedItem, trip Trip) {
+// heldBack reports whether only a reserve caused a refusal: the limit
+// named in it kept a share from the request, and the whole limit had
+// room.
+func heldBack(items []reservedItem, trip Trip) bool {
 	for i := range items {
 		it := &items[i]
 		if it.limit != trip.Limit || it.held == 0 {
 			continue
 		}
-		if trip.Requested <= trip.Remaining+it.held {
-			l.m.heldForTier.WithLabelValues(it.limit.Name).Inc()
-		}
-		return
+		return trip.Requested <= trip.Remaining+it.held
+	}
+	return false
+}
+
+// countRefusal counts a refusal that reaches the caller: by the limit it
+// names, and as held back when only a reserve caused it. A request that
+// waits for capacity is refused by each attempt but the last, and is
+// counted once, by the outcome of its wait.
+func (l *Limiter) countRefusal(r *Reservation) {
+	l.m.rejectedBy.WithLabelValues(r.Trip.Limit.Name).Inc()
+	if r.heldBack {
+		l.m.heldForTier.WithLabelValues(r.Trip.Limit.Name).Inc()
 	}
 }

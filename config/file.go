@@ -139,6 +139,7 @@ type limitFile struct {
 	Lease        string            `yaml:"lease"`
 	MaxDuration  string            `yaml:"max_duration"`
 	ReserveFor   *reserveForFile   `yaml:"reserve_for"`
+	OnExhausted  *onExhaustedFile  `yaml:"on_exhausted"`
 }
 
 // reserveForFile keeps a share of a limit for the requests whose

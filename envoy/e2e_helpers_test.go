@@ -106,6 +106,17 @@ limits:
     match: {tier: parallel}
     limit: 2
     lease: 10m
+  # Only for callers whose token says tier "wait": three requests per 2s
+  # window per tenant, and a refused request waits for the next window
+  # rather than getting a 429.
+  - name: e2e-wait
+    dimension: requests
+    scope: [tenant]
+    match: {tier: wait}
+    algorithm: fixed_window
+    limit: 3
+    window: 2s
+    on_exhausted: {wait_up_to: 3s}
   # An agent run's lifetime budget: three steps, for requests that name a
   # run.
   - name: e2e-run-steps

@@ -225,6 +225,7 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 	if sr := st.res.ShadowRejected; sr != nil {
 		md.str(MetaShadowRejected, limitNames(sr))
 	}
+	waitMetadata(&md, st.res)
 	md.attach(&r.resp)
 	edited, err := api.Inject(body, &st.req, llm.InjectOptions{OutputCap: o.InjectOutputCap, StreamUsage: o.InjectStreamUsage})
 	if err != nil {
@@ -270,8 +271,12 @@ type requestBodyReply struct {
 func (st *stream) reserve(req accounting.Request) (resp *extprocv3.ProcessingResponse, done bool) {
 	api := st.target.api
 	start := time.Now()
-	res, err := st.s.opts.Limiter.Reserve(st.ctx, req)
+	res, err := st.s.opts.Limiter.ReserveWaiting(st.ctx, req, st.hold)
 	took := time.Since(start)
+	if !st.heldAt.IsZero() {
+		// The decision's own time; the wait is in tokenwarden_wait_seconds.
+		took = st.heldAt.Sub(start)
+	}
 	st.s.m.decision.Observe(took.Seconds())
 	if st.s.tracer != nil {
 		st.traceReserved(res, took)
@@ -293,6 +298,7 @@ func (st *stream) reserve(req accounting.Request) (resp *extprocv3.ProcessingRes
 		md.str(MetaDecision, "rejected")
 		md.str(MetaLimit, res.Trip.Limit.Name)
 		md.num(MetaEstimateTokens, float64(res.Estimate.Total()))
+		waitMetadata(&md, res)
 		md.attach(resp)
 		return resp, true
 	}

@@ -2,6 +2,7 @@ package extproc
 
 import (
 	"context"
+	"time"
 
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -33,6 +34,16 @@ const maxDecoded = 256 << 20
 type stream struct {
 	s   *Server
 	ctx context.Context
+	// out sends a message on the stream ahead of the reply to the one
+	// being handled (see hold); nil when there is no gRPC stream. (The
+	// stream itself, not its Send method value: that would cost an
+	// allocation per request.)
+	out interface {
+		Send(*extprocv3.ProcessingResponse) error
+	}
+	// heldAt is when the request began waiting for capacity (see
+	// wait.go); zero if it did not.
+	heldAt time.Time
 
 	// bodyMode is the request body mode Envoy announced in the stream's
 	// first message (protocol_config); BUFFERED when it announced none.

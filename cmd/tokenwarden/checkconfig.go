@@ -137,12 +137,16 @@ func printConfig(w io.Writer, cfg *config.Config) {
 		if len(l.Match) > 0 {
 			line += ", when " + humanMatch(l.Match, slices.Sorted(maps.Keys(l.Match)))
 		}
+		line += waitNote(&l)
 		if l.Mode == accounting.Shadow {
 			line += ", shadow: counted, never enforced"
 		} else {
 			line += ", on store error " + l.OnStoreError.String()
 		}
 		fmt.Fprintln(w, line)
+	}
+	if note := waitTimeoutNote(limits); note != "" {
+		fmt.Fprintln(w, note)
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 )
@@ -31,4 +32,29 @@ func reserveForText(l *accounting.Limit) string {
 		text += " (of the value without the attribute; the share applies to each request's value)"
 	}
 	return text
+}
+
+// waitNote describes a limit's on_exhausted wait for check-config; empty
+// without one.
+func waitNote(l *accounting.Limit) string {
+	if l.WaitUpTo <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", waits up to %s for capacity when exhausted", l.WaitUpTo)
+}
+
+// waitTimeoutNote tells the operator what Envoy needs for the limits'
+// waits: a request held that long keeps its ext_proc message unanswered,
+// which Envoy allows only up to the filter's max_message_timeout. Empty
+// when no limit waits.
+func waitTimeoutNote(limits []accounting.Limit) string {
+	var longest time.Duration
+	for i := range limits {
+		longest = max(longest, limits[i].WaitUpTo)
+	}
+	if longest == 0 {
+		return ""
+	}
+	return fmt.Sprintf("limits hold refused requests up to %s: the ext_proc filter's max_message_timeout must be at least %s, or Envoy answers 504 when message_timeout expires",
+		longest, longest+accounting.WaitMargin)
 }

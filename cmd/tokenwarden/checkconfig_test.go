@@ -34,7 +34,7 @@ func TestPrintConfig(t *testing.T) {
 			"hidden reasoning models [o1*, o3*, o4*, gpt-5*, codex-*, gemini-2.5*, gemini-3*, grok-3-mini*, grok-4*] keep their output cap; background responses: reserve",
 			"1 limits:",
 			"  t                        5 tokens per minute, global, sliding_window, on store error deny",
-		}, []string{"allow_eviction"}},
+		}, []string{"allow_eviction", "max_message_timeout"}},
 		{"settings", `
 store: {type: redis, redis: {url: 'redis://127.0.0.1:6379/0', allow_eviction: true}}
 identity: {attributes: {tenant: {header: X-Tenant}, sub: {metadata: {namespace: jwt, key: payload, path: [sub]}, default: anon}}, required: [tenant]}
@@ -47,6 +47,7 @@ limits:
   - {name: monthly, dimension: requests, algorithm: fixed_window, limit: 9, window: month}
   - {name: in-flight, dimension: concurrent, scope: [tenant], limit: 4, lease: 10m}
   - {name: run-spend, dimension: cost, scope: [tenant], algorithm: lifetime, limit: 2, max_duration: 1h}
+  - {name: rps, dimension: requests, scope: [tenant], limit: 5, window: 1s, on_exhausted: {wait_up_to: 2s}}
 `, []string{
 			"store redis",
 			"store.redis.allow_eviction: true: Redis's maxmemory-policy is not checked",
@@ -60,6 +61,8 @@ limits:
 			"  monthly                  9 requests per calendar month, global, fixed_window, on store error allow",
 			"  in-flight                4 requests in flight at once, per tenant, leases of a replica that dies free after 10 minutes, on store error allow",
 			"  run-spend                $2.000000 cost in all, per tenant, lifetime (never resets; over 1 hour after the first request), on store error deny",
+			"  rps                      5 requests per second, per tenant, sliding_window, waits up to 2s for capacity when exhausted, on store error allow",
+			"limits hold refused requests up to 2s: the ext_proc filter's max_message_timeout must be at least 3s, or Envoy answers 504 when message_timeout expires",
 		}, nil},
 	}
 	for _, tt := range tests {
