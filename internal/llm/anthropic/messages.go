@@ -56,7 +56,7 @@ func (Messages) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.
 	if req.Model, err = llm.RequiredString(model, "model"); err != nil {
 		return req, err
 	}
-	c := &counter{counter: opts.TokenCounter(), model: req.Model}
+	c := &counter{counter: opts.TokenCounter(), model: req.Model, text: llm.NewTextCounter(opts.Counter, req.Model)}
 	t := llm.NewTally(opts.Explain)
 	switch sys := system; {
 	case sys.Type == gjson.String:
@@ -164,9 +164,10 @@ const ImageDetail = "the most an image costs on Claude"
 type counter struct {
 	counter llm.Counter
 	model   string
+	text    llm.TextCounter
 }
 
-func (c *counter) count(s string) int64 { return c.counter.CountTokens(c.model, s) }
+func (c *counter) count(s string) int64 { return c.text.Count(s) }
 
 // contentTokens counts, into t, a message's content: a string or an
 // array of blocks.

@@ -61,7 +61,7 @@ func (Converse) ParseRequest(path string, body []byte, opts llm.ParseOptions) (l
 	f := llm.TopFields(gjson.Parse(llm.View(body)), buf[:0], "messages", "system", "toolConfig", "promptVariables",
 		"inferenceConfig", "additionalModelRequestFields")
 	msgs, system, toolConfig, promptVars, inference, additional := f[0], f[1], f[2], f[3], f[4], f[5]
-	c := &counter{counter: opts.TokenCounter(), model: req.Model}
+	c := &counter{counter: opts.TokenCounter(), model: req.Model, text: llm.NewTextCounter(opts.Counter, req.Model)}
 
 	t := llm.NewTally(opts.Explain)
 	if msgs.Exists() && !msgs.IsArray() {
@@ -148,9 +148,10 @@ func (Converse) ParseRequest(path string, body []byte, opts llm.ParseOptions) (l
 type counter struct {
 	counter llm.Counter
 	model   string
+	text    llm.TextCounter
 }
 
-func (c *counter) count(s string) int64 { return c.counter.CountTokens(c.model, s) }
+func (c *counter) count(s string) int64 { return c.text.Count(s) }
 
 // blocksTokens counts an array of ContentBlocks (or SystemContentBlocks)
 // into t. Each block is a union: an object with one member naming its

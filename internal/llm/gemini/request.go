@@ -105,7 +105,8 @@ func (GenerateContent) ParseRequest(path string, body []byte, opts llm.ParseOpti
 	}
 	contents, sys, tools := f[0], either(f[1], f[2]), f[3]
 	cachedContent, cfg := either(f[4], f[5]), either(f[6], f[7])
-	count := func(s string) int64 { return opts.TokenCounter().CountTokens(req.Model, s) }
+	tc := llm.NewTextCounter(opts.Counter, req.Model)
+	count := tc.Count
 	var notes []string
 
 	t := llm.NewTally(opts.Explain)

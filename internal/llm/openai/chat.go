@@ -26,9 +26,10 @@ const (
 type textCounter struct {
 	counter llm.Counter
 	model   string
+	text    llm.TextCounter
 }
 
-func (c *textCounter) count(s string) int64 { return c.counter.CountTokens(c.model, s) }
+func (c *textCounter) count(s string) int64 { return c.text.Count(s) }
 
 // image counts, into t, an image priced by the model's formula (OpenAI's
 // 512-px tiles from detail and size). A data URL tells its size from its
@@ -66,7 +67,7 @@ func (Chat) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Requ
 	if !msgs.IsArray() {
 		return req, errors.New("messages must be an array")
 	}
-	tc := &textCounter{counter: opts.TokenCounter(), model: req.Model}
+	tc := &textCounter{counter: opts.TokenCounter(), model: req.Model, text: llm.NewTextCounter(opts.Counter, req.Model)}
 	count := tc.count
 
 	t := llm.NewTally(opts.Explain)

@@ -54,7 +54,7 @@ func (Responses) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm
 		return req, err
 	}
 	req.HiddenReasoning = reasoning.IsObject() && effort != "none"
-	tc := &textCounter{counter: opts.TokenCounter(), model: req.Model}
+	tc := &textCounter{counter: opts.TokenCounter(), model: req.Model, text: llm.NewTextCounter(opts.Counter, req.Model)}
 	count := tc.count
 	var notes []string
 	t := llm.NewTally(opts.Explain)
