@@ -134,13 +134,14 @@ func (fd *field) nameIndex(key string) int {
 // first value would be returned, as gjson's Get would. The results are
 // stored in out when it is large enough, so that a caller can keep them
 // on its stack.
+// doc must be a body CheckBody accepted: it is read with ForEach.
 func TopFields(doc gjson.Result, out []gjson.Result, names ...string) []gjson.Result {
 	if cap(out) < len(names) {
 		out = make([]gjson.Result, len(names))
 	}
 	out = out[:len(names)]
 	clear(out)
-	doc.ForEach(func(k, v gjson.Result) bool {
+	ForEach(doc, func(k, v gjson.Result) bool {
 		for i, n := range names {
 			if k.Str == n && !out[i].Exists() {
 				out[i] = v

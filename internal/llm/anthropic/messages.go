@@ -74,7 +74,7 @@ func (Messages) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.
 		return req, errors.New("messages must be an array")
 	}
 	var bad error
-	msgs.ForEach(func(i, m gjson.Result) bool {
+	llm.ForEach(msgs, func(i, m gjson.Result) bool {
 		if !m.IsObject() {
 			bad = errors.New("each message must be an object")
 			return false
@@ -185,7 +185,7 @@ func contentTokens(v gjson.Result, c *counter, t *llm.Tally) {
 
 // blocksTokens counts an array of content blocks into t.
 func blocksTokens(blocks gjson.Result, c *counter, t *llm.Tally) {
-	blocks.ForEach(func(_, b gjson.Result) bool {
+	llm.ForEach(blocks, func(_, b gjson.Result) bool {
 		blockTokens(b, c, t)
 		return true
 	})

@@ -68,7 +68,7 @@ func (Converse) ParseRequest(path string, body []byte, opts llm.ParseOptions) (l
 		return req, errors.New("messages must be an array")
 	}
 	var bad error
-	msgs.ForEach(func(i, m gjson.Result) bool {
+	llm.ForEach(msgs, func(i, m gjson.Result) bool {
 		if !m.IsObject() {
 			bad = errors.New("each message must be an object")
 			return false
@@ -157,8 +157,8 @@ func (c *counter) count(s string) int64 { return c.text.Count(s) }
 // into t. Each block is a union: an object with one member naming its
 // kind.
 func blocksTokens(blocks gjson.Result, c *counter, t *llm.Tally) {
-	blocks.ForEach(func(_, b gjson.Result) bool {
-		b.ForEach(func(k, v gjson.Result) bool {
+	llm.ForEach(blocks, func(_, b gjson.Result) bool {
+		llm.ForEach(b, func(k, v gjson.Result) bool {
 			blockTokens(k.Str, v, c, t)
 			return true
 		})

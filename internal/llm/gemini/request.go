@@ -114,7 +114,7 @@ func (GenerateContent) ParseRequest(path string, body []byte, opts llm.ParseOpti
 		return req, errors.New("contents must be an array")
 	}
 	var bad error
-	contents.ForEach(func(i, c gjson.Result) bool {
+	llm.ForEach(contents, func(i, c gjson.Result) bool {
 		if !c.IsObject() {
 			bad = errors.New("each content must be an object")
 			return false
@@ -192,8 +192,8 @@ func thinking(cfg gjson.Result) (bool, error) {
 // partsTokens counts a Content's parts into t, and reports a part that
 // points at a file whose size cannot be known here (fileData).
 func partsTokens(parts gjson.Result, t *llm.Tally, count func(string) int64) (fileData bool) {
-	parts.ForEach(func(_, p gjson.Result) bool {
-		p.ForEach(func(k, v gjson.Result) bool {
+	llm.ForEach(parts, func(_, p gjson.Result) bool {
+		llm.ForEach(p, func(k, v gjson.Result) bool {
 			switch k.Str {
 			case "text":
 				t.Add("text", count(v.Str))

@@ -72,14 +72,14 @@ func (Chat) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Requ
 
 	t := llm.NewTally(opts.Explain)
 	var bad error
-	msgs.ForEach(func(i, m gjson.Result) bool {
+	llm.ForEach(msgs, func(i, m gjson.Result) bool {
 		if !m.IsObject() {
 			bad = errors.New("each message must be an object")
 			return false
 		}
 		outer := t.Enter("messages", int(i.Num), m)
 		t.Overhead(tokensPerMessage)
-		m.ForEach(func(k, v gjson.Result) bool {
+		llm.ForEach(m, func(k, v gjson.Result) bool {
 			switch k.Str {
 			case "content":
 				contentTokens(v, tc, &t)
@@ -155,7 +155,7 @@ func contentTokens(v gjson.Result, tc *textCounter, t *llm.Tally) {
 	case v.Type == gjson.String:
 		t.Add("text", count(v.Str))
 	case v.IsArray():
-		v.ForEach(func(_, part gjson.Result) bool {
+		llm.ForEach(v, func(_, part gjson.Result) bool {
 			switch typ := part.Get("type").Str; typ {
 			case "text":
 				t.Add("text", count(part.Get("text").Str))

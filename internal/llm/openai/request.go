@@ -72,7 +72,7 @@ func promptTokens(v gjson.Result, field string, t *llm.Tally, count func(string)
 		return 0, fmt.Errorf("%s must be a string or an array", field)
 	}
 	var ints int64
-	v.ForEach(func(i, item gjson.Result) bool {
+	llm.ForEach(v, func(i, item gjson.Result) bool {
 		switch {
 		case item.Type == gjson.String:
 			outer := t.Enter(field, int(i.Num), item)
@@ -83,7 +83,7 @@ func promptTokens(v gjson.Result, field string, t *llm.Tally, count func(string)
 			ints++
 		case item.IsArray():
 			var ids int64
-			item.ForEach(func(_, id gjson.Result) bool {
+			llm.ForEach(item, func(_, id gjson.Result) bool {
 				if id.Type != gjson.Number {
 					err = fmt.Errorf("%s token arrays must hold integers", field)
 					return false
