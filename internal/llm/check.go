@@ -57,11 +57,16 @@ var ErrTooDeep = fmt.Errorf("request body nests objects and arrays more than %d 
 // square. The errors it returns say what is wrong and where, for the
 // client.
 func CheckBody(body []byte, fields *Fields) error {
-	if uint64(len(body)) >= math.MaxUint32 {
+	c := checker{body: body}
+	return c.checkBody(fields)
+}
+
+func (c *checker) checkBody(fields *Fields) error {
+	if uint64(len(c.body)) >= math.MaxUint32 {
 		// Key offsets are kept in 32 bits.
 		return errors.New("request body is too large")
 	}
-	c := checker{body: body, seed: maphash.MakeSeed()}
+	c.seed = maphash.MakeSeed()
 	return c.check(fields)
 }
 
@@ -94,6 +99,9 @@ type checker struct {
 	// probes counts the earlier keys a new key is compared with, so that
 	// a test can tell linear from quadratic.
 	probes int
+	// capture, when set, captures top-level members as they are read (see
+	// CheckTop).
+	capture topCapture
 }
 
 // How many levels and keys a checker holds without allocating.
@@ -218,6 +226,9 @@ value:
 		// After a value: close what it ends, then move on to the next
 		// element or member.
 		for {
+			if c.capture.on && c.depth == 1 {
+				c.capture.valueEnds(i)
+			}
 			i = skipSpace(b, i)
 			if c.depth == 0 {
 				if i < len(b) {

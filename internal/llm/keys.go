@@ -89,7 +89,11 @@ func (c *checker) key(i int) (int, *Fields, error) {
 	if j >= len(b) || b[j] != ':' {
 		return j, nil, c.syntaxError(j)
 	}
-	return skipSpace(b, j+1), inner, nil
+	j = skipSpace(b, j+1)
+	if c.capture.on && c.depth == 1 {
+		c.capture.valueStarts(exact, j)
+	}
+	return j, inner, nil
 }
 
 // readKey reads the key whose opening quote is at i and returns it

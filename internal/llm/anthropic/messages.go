@@ -46,13 +46,12 @@ var messagesFields = llm.NewFields().
 // valid.
 func (Messages) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
 	var req llm.Request
-	if err := llm.CheckBody(body, messagesFields); err != nil {
+	var buf [7]gjson.Result
+	f, err := llm.CheckTop(body, messagesFields, buf[:0], "model", "system", "messages", "tools", "max_tokens", "thinking", "stream")
+	if err != nil {
 		return req, err
 	}
-	var buf [7]gjson.Result
-	f := llm.TopFields(gjson.Parse(llm.View(body)), buf[:0], "model", "system", "messages", "tools", "max_tokens", "thinking", "stream")
 	model, system, msgs, tools, maxTokens, thinking, stream := f[0], f[1], f[2], f[3], f[4], f[5], f[6]
-	var err error
 	if req.Model, err = llm.RequiredString(model, "model"); err != nil {
 		return req, err
 	}

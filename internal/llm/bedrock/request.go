@@ -53,13 +53,12 @@ var converseFields = llm.NewFields().
 // option or by a reasoningConfig (Amazon Nova) whose type is not
 // "disabled", both passed in additionalModelRequestFields.
 func (Converse) ParseRequest(path string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
-	req, err := llm.NewPathRequest(path, body, converseFields, ModelFromPath)
+	var buf [6]gjson.Result
+	req, f, err := llm.NewPathRequest(path, body, converseFields, ModelFromPath, buf[:0], "messages", "system", "toolConfig", "promptVariables",
+		"inferenceConfig", "additionalModelRequestFields")
 	if err != nil {
 		return req, err
 	}
-	var buf [6]gjson.Result
-	f := llm.TopFields(gjson.Parse(llm.View(body)), buf[:0], "messages", "system", "toolConfig", "promptVariables",
-		"inferenceConfig", "additionalModelRequestFields")
 	msgs, system, toolConfig, promptVars, inference, additional := f[0], f[1], f[2], f[3], f[4], f[5]
 	c := &counter{counter: opts.TokenCounter(), model: req.Model, text: llm.NewTextCounter(opts.Counter, req.Model)}
 

@@ -90,13 +90,12 @@ func field(v gjson.Result, camel, snake string) gjson.Result {
 // path. A thinkingConfig turns thinking on (HiddenReasoning) unless its
 // thinkingBudget is 0.
 func (GenerateContent) ParseRequest(path string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
-	req, err := llm.NewPathRequest(path, body, requestFields, ModelFromPath)
+	var buf [8]gjson.Result
+	req, f, err := llm.NewPathRequest(path, body, requestFields, ModelFromPath, buf[:0], "contents", "systemInstruction", "system_instruction", "tools",
+		"cachedContent", "cached_content", "generationConfig", "generation_config")
 	if err != nil {
 		return req, err
 	}
-	var buf [8]gjson.Result
-	f := llm.TopFields(gjson.Parse(llm.View(body)), buf[:0], "contents", "systemInstruction", "system_instruction", "tools",
-		"cachedContent", "cached_content", "generationConfig", "generation_config")
 	either := func(a, b gjson.Result) gjson.Result {
 		if a.Exists() {
 			return a

@@ -17,11 +17,10 @@ const maxFields = 12
 // in opts (an Azure deployment's) is the request's, and the body's is
 // then not read: Azure ignores it.
 func parseBody(body []byte, fields *llm.Fields, opts llm.ParseOptions, out *[maxFields]gjson.Result, names ...string) (f []gjson.Result, req llm.Request, err error) {
-	if err = llm.CheckBody(body, fields); err != nil {
+	var all [maxFields]string
+	if f, err = llm.CheckTop(body, fields, out[:0], append(append(all[:0], "model", "stream"), names...)...); err != nil {
 		return nil, req, err
 	}
-	var all [maxFields]string
-	f = llm.TopFields(gjson.Parse(llm.View(body)), out[:0], append(append(all[:0], "model", "stream"), names...)...)
 	req.Model = opts.Model
 	if req.Model == "" {
 		if req.Model, err = llm.RequiredString(f[0], "model"); err != nil {
