@@ -1,7 +1,6 @@
 package llm
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -291,7 +290,7 @@ func (c *checker) str(i int) (int, error) {
 	var high uint64 // the high bits of every byte seen
 	for {
 		for i+8 <= len(b) {
-			w := binary.LittleEndian.Uint64(b[i:])
+			w := load64(View(b), i)
 			// Bytes past a stop may count too: that costs at most a
 			// needless check of valid UTF-8.
 			high |= w

@@ -27,7 +27,8 @@ func CheckTop(body []byte, fields *Fields, out []gjson.Result, names ...string) 
 	out = out[:len(names)]
 	clear(out)
 	c := checker{body: body}
-	c.capture = topCapture{on: true, names: names, current: -1}
+	c.capture = topCapture{on: true, current: -1}
+	c.capture.n = copy(c.capture.names[:], names)
 	if err := c.checkBody(fields); err != nil {
 		return nil, err
 	}
@@ -47,8 +48,12 @@ const maxTopNames = 16
 // topCapture is where a checker notes the top-level members CheckTop
 // asks for.
 type topCapture struct {
-	on    bool
-	names []string
+	on bool
+	// names are copied here, rather than sliced, so that the caller's
+	// slice stays on its stack: the checker's contents are taken to
+	// escape.
+	names [maxTopNames]string
+	n     int
 	spans [maxTopNames]topSpan // parallel to names; end is 0 until captured
 	// current is the index in names of the member being read, or -1.
 	current int
@@ -61,7 +66,7 @@ type topSpan struct{ start, end int }
 // i.
 func (t *topCapture) valueStarts(key []byte, i int) {
 	t.current = -1
-	for k, n := range t.names {
+	for k, n := range t.names[:t.n] {
 		if string(key) == n && t.spans[k].end == 0 {
 			t.current = k
 			t.spans[k].start = i
