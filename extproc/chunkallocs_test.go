@@ -16,23 +16,36 @@ import (
 // it streams: the request, and the provider's recorded response.
 var streamedAPIs = []struct {
 	name, path, request, response, contentType string
-	// escaped is an event with escaped text, sent before the response.
-	escaped string
+	// event, when set, makes an event of the API's stream that carries
+	// text (JSON-escaped already).
+	event func(text string) string
 }{
 	{"openai chat", "/v1/chat/completions", "openai/chat_request_stream.json", "openai/chat_include_usage.sse", "text/event-stream",
-		`data: {"choices":[{"index":0,"delta":{"content":"more \"text\"\n"}}],"usage":null}` + "\n\n"},
+		func(text string) string {
+			return `data: {"choices":[{"index":0,"delta":{"content":"` + text + `"}}],"usage":null}` + "\n\n"
+		}},
 	{"openai responses", "/v1/responses", "openai/responses_request.json", "openai/responses_keepalive.sse", "text/event-stream",
-		"event: response.output_text.delta\n" + `data: {"type":"response.output_text.delta","delta":"a \"q\"\n\u00e9"}` + "\n\n"},
+		func(text string) string {
+			return "event: response.output_text.delta\n" + `data: {"type":"response.output_text.delta","delta":"` + text + `"}` + "\n\n"
+		}},
 	{"anthropic messages", "/v1/messages", "anthropic/messages_request.json", "anthropic/messages_stream.sse", "text/event-stream",
-		"event: content_block_delta\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a \"q\"\n"}}` + "\n\n"},
+		func(text string) string {
+			return "event: content_block_delta\n" +
+				`data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"` + text + `"}}` + "\n\n"
+		}},
 	{"gemini sse", "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", "gemini/generate_request.json",
 		"gemini/stream_sse_cached_tools.sse", "text/event-stream",
-		`data: {"candidates":[{"content":{"parts":[{"text":"a \"q\"\n"}],"role":"model"},"index":0}]}` + "\r\n\r\n"},
+		func(text string) string {
+			return `data: {"candidates":[{"content":{"parts":[{"text":"` + text + `"}],"role":"model"},"index":0}]}` + "\r\n\r\n"
+		}},
 	{"gemini json array", "/v1beta/models/gemini-2.5-flash:streamGenerateContent", "gemini/generate_request.json",
-		"gemini/stream_array.json", "application/json", ""},
+		"gemini/stream_array.json", "application/json", nil},
 	{"bedrock converse-stream", "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream", "bedrock/converse_request.json",
-		"bedrock/converse_stream.eventstream", "application/vnd.amazon.eventstream", ""},
+		"bedrock/converse_stream.eventstream", "application/vnd.amazon.eventstream", nil},
 }
+
+// escapedText is text with escapes, for the events of the streams.
+const escapedText = `more \"text\"\n\u00e9`
 
 // streamedCall is Envoy's side of one call of an API up to its response
 // body: request headers, the buffered body, the response headers.
@@ -104,7 +117,10 @@ func TestChunkAllocs(t *testing.T) {
 	srv := lifecycleServer(t)
 	for _, api := range streamedAPIs {
 		for _, size := range []int{61, 1 << 10, 64 << 10} {
-			response := append([]byte(api.escaped), readFixture(t, api.response)...)
+			response := readFixture(t, api.response)
+			if api.event != nil {
+				response = append([]byte(api.event(escapedText)), response...)
+			}
 			st := newStream(srv, context.Background())
 			for _, m := range streamedCall(t, api.path, api.request, api.contentType) {
 				if resp, last := st.handle(m); resp == nil || last || resp.GetImmediateResponse() != nil {
