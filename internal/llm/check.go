@@ -289,17 +289,9 @@ func (c *checker) str(i int) (int, error) {
 	start := i
 	var high uint64 // the high bits of every byte seen
 	for {
-		for i+8 <= len(b) {
-			w := load64(View(b), i)
-			// Bytes past a stop may count too: that costs at most a
-			// needless check of valid UTF-8.
-			high |= w
-			if m := stringStops(w); m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
-			}
-			i += 8
-		}
+		var h uint64
+		i, h = plainRun(View(b), i)
+		high |= h
 		if i >= len(b) {
 			return i, c.syntaxError(i)
 		}
@@ -325,6 +317,38 @@ func (c *checker) str(i int) (int, error) {
 			i++
 		}
 	}
+}
+
+// plainRun returns where the run of string bytes at s[i] that need no
+// look (no quote, backslash or control character) ends, as far as words
+// reach: the index of the first stop, or of the last bytes of s that do
+// not fill a word. It returns the high bits of the bytes it read too;
+// bytes past a stop may count in them, which costs at most a needless
+// check of valid UTF-8. Sixteen bytes a round, for the long runs of
+// prompts.
+func plainRun(s string, i int) (int, uint64) {
+	var high uint64
+	for i+16 <= len(s) {
+		w1, w2 := load64(s, i), load64(s, i+8)
+		m1, m2 := stringStops(w1), stringStops(w2)
+		if m1|m2 != 0 {
+			if m1 != 0 {
+				return i + bits.TrailingZeros64(m1)>>3, high | w1
+			}
+			return i + 8 + bits.TrailingZeros64(m2)>>3, high | w1 | w2
+		}
+		high |= w1 | w2
+		i += 16
+	}
+	for i+8 <= len(s) {
+		w := load64(s, i)
+		high |= w
+		if m := stringStops(w); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3, high
+		}
+		i += 8
+	}
+	return i, high
 }
 
 // simpleEscape is set for the characters after a backslash that make a

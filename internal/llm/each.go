@@ -146,11 +146,11 @@ func stringValue(raw string, escaped bool) string {
 // quote is s[i] (the index after its closing quote, or len(s)+1 when it
 // has none) and whether it holds an escape. Most strings of a request
 // are short (keys, roles, a sentence), and are read eight bytes at a
-// time; a string with no quote or backslash in its first 64 bytes is
+// time; a string with no quote or backslash in its first 16 bytes is
 // long, and is searched with strings.IndexByte, which is vectorised.
 func trustedStringEnd(s string, i int) (int, bool) {
 	j := i + 1
-	for n := 0; n < 8 && j+8 <= len(s); n++ {
+	for n := 0; n < 2 && j+8 <= len(s); n++ {
 		if m := quoteOrBackslash(load64(s, j)); m != 0 {
 			j += bits.TrailingZeros64(m) >> 3
 			if s[j] == '"' {
