@@ -63,8 +63,23 @@ func WithArgs(args ...string) Option {
 // (appendfsync always), so that a crash loses nothing a client was told
 // had happened. What it loses is what no client heard back about, which
 // is what the callers' handling of ambiguous failures is for.
+//
+// The file goes on tmpfs (/dev/shm) where the machine has one: a test
+// crashes the process, not the machine, so what matters is that Redis
+// has written the file before it replies, and an fsync to a shared disk
+// on every write would only make the test slow.
 func Durable() Option {
-	return func(s *Server) { s.args = append(s.args, "--appendonly", "yes", "--appendfsync", "always") }
+	return func(s *Server) {
+		s.args = append(s.args, "--appendonly", "yes", "--appendfsync", "always")
+		if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+			dir, err := os.MkdirTemp("/dev/shm", "redistest-")
+			if err != nil {
+				s.tb.Fatalf("redistest: %v", err)
+			}
+			s.tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+			s.args = append(s.args, "--dir", dir)
+		}
+	}
 }
 
 // WithClockSkew runs the server with its wall clock moved by d (TIME
