@@ -55,6 +55,7 @@ type ledgerBook struct {
 	want                                         map[string]int64
 	admitted, rejected, unavailable, settlements int64
 	byKind                                       [numLedgerKinds]int64
+	anthropic                                    int64
 	byBasis                                      map[string]int64
 	problems                                     []string
 	nproblems                                    int
@@ -89,9 +90,12 @@ func (b *ledgerBook) problemLocked(format string, args ...any) {
 	}
 }
 
-func (b *ledgerBook) count(k ledgerKind) {
+func (b *ledgerBook) count(lf *ledgerLife) {
 	b.mu.Lock()
-	b.byKind[k]++
+	b.byKind[lf.kind]++
+	if lf.anthropic {
+		b.anthropic++
+	}
 	b.mu.Unlock()
 }
 

@@ -64,6 +64,10 @@ var ledgerModels = []ledgerModel{
 	{name: "gpt-4.1", input: 4, cached: 1, out: 16, div: 2, inUSD: 2, cachedUSD: 0.50, outUSD: 8},
 }
 
+// ledgerClaude is the model of the Anthropic lifecycles; ledgerModels
+// are the OpenAI ones.
+var ledgerClaude = ledgerModel{name: "claude-sonnet-4-5", input: 30, cached: 3, out: 150, div: 10, inUSD: 3, cachedUSD: 0.30, outUSD: 15}
+
 // cost is what usage costs on m, in micro-dollars rounded up: plain
 // input, cached input and output each at their price.
 func (m ledgerModel) cost(in, cached, out int64) int64 {
@@ -93,6 +97,8 @@ func (ledgerCounter) ImageTokens(string, string, int, int) int64 { return 0 }
 type ledgerLife struct {
 	replica, seq int
 	kind         ledgerKind
+	// anthropic: the Messages API; else OpenAI's chat completions.
+	anthropic    bool
 	stream       bool
 	tenant, user int // user -1: no x-user-id
 	model        ledgerModel
@@ -116,7 +122,9 @@ type ledgerLife struct {
 type ledgerEvent struct {
 	end   int // offset just past its blank line
 	words int64
-	usage bool
+	// usage: the event carries the final usage; start: Anthropic's
+	// message_start, whose usage is a running total.
+	usage, start bool
 }
 
 // newLedgerLife draws lifecycle seq of replica from seed.
@@ -131,10 +139,15 @@ func newLedgerLife(seed uint64, replica, seq int) *ledgerLife {
 		}
 		w -= share
 	}
+	// Anthropic streams always report usage: no lkNoUsage for them.
+	lf.anthropic = lf.kind != lkNoUsage && rng.IntN(3) == 0
 	lf.stream = lf.kind == lkNoUsage || rng.IntN(2) == 0
 	lf.tenant = rng.IntN(ledgerTenants)
 	lf.user = rng.IntN(ledgerUsers+1) - 1
 	lf.model = ledgerModels[rng.IntN(len(ledgerModels))]
+	if lf.anthropic {
+		lf.model = ledgerClaude
+	}
 	for range 1 + rng.IntN(2) {
 		lf.messages = append(lf.messages, 1+rng.IntN(40))
 	}
@@ -157,8 +170,12 @@ func newLedgerLife(seed uint64, replica, seq int) *ledgerLife {
 }
 
 func (lf *ledgerLife) String() string {
-	return fmt.Sprintf("lifecycle %d of replica %d: %s stream=%v tenant=t%d user=%d model=%s messages=%v cap=%d prompt=%d cached=%d completion=%d deltas=%d cut_after=%d/%d",
-		lf.seq, lf.replica, lf.kind, lf.stream, lf.tenant, lf.user, lf.model.name, lf.messages, lf.outputCap,
+	api := "openai"
+	if lf.anthropic {
+		api = "anthropic"
+	}
+	return fmt.Sprintf("lifecycle %d of replica %d: %s %s stream=%v tenant=t%d user=%d model=%s messages=%v cap=%d prompt=%d cached=%d completion=%d deltas=%d cut_after=%d/%d",
+		lf.seq, lf.replica, api, lf.kind, lf.stream, lf.tenant, lf.user, lf.model.name, lf.messages, lf.outputCap,
 		lf.prompt, lf.cached, lf.completion, len(lf.deltas), lf.cutAfter, len(lf.chunks))
 }
 
@@ -175,6 +192,9 @@ func (lf *ledgerLife) words(n int) string {
 
 // request is the client's request.
 func (lf *ledgerLife) request() envoytest.Request {
+	if lf.anthropic {
+		return lf.messagesRequest()
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `{"model":%q,"max_tokens":%d,`, lf.model.name, lf.outputCap)
 	if lf.stream {
@@ -192,11 +212,32 @@ func (lf *ledgerLife) request() envoytest.Request {
 		fmt.Fprintf(&b, `{"role":%q,"content":%q}`, role, lf.words(n))
 	}
 	b.WriteString(`]}`)
+	return envoytest.Request{Path: "/v1/chat/completions", Headers: lf.headers(), Body: []byte(b.String())}
+}
+
+// messagesRequest is an Anthropic Messages request: a first message of
+// two is the system prompt.
+func (lf *ledgerLife) messagesRequest() envoytest.Request {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"model":%q,"max_tokens":%d,`, lf.model.name, lf.outputCap)
+	if lf.stream {
+		b.WriteString(`"stream":true,`)
+	}
+	msgs := lf.messages
+	if len(msgs) > 1 {
+		fmt.Fprintf(&b, `"system":%q,`, lf.words(msgs[0]))
+		msgs = msgs[1:]
+	}
+	fmt.Fprintf(&b, `"messages":[{"role":"user","content":%q}]}`, lf.words(msgs[0]))
+	return envoytest.Request{Path: "/v1/messages", Headers: lf.headers(), Body: []byte(b.String())}
+}
+
+func (lf *ledgerLife) headers() [][2]string {
 	h := [][2]string{{"content-type", "application/json"}, {"x-tenant-id", "t" + strconv.Itoa(lf.tenant)}}
 	if lf.user >= 0 {
 		h = append(h, [2]string{"x-user-id", "u" + strconv.Itoa(lf.user)})
 	}
-	return envoytest.Request{Path: "/v1/chat/completions", Headers: h, Body: []byte(b.String())}
+	return h
 }
 
 // upstream answers like fakellm: usage in a stream only when the request
@@ -206,9 +247,16 @@ func (lf *ledgerLife) upstream(ur *envoytest.UpstreamRequest) envoytest.Upstream
 	up := envoytest.UpstreamResponse{Status: 200}
 	var body string
 	switch {
+	case lf.kind == lkUpstreamError && lf.anthropic:
+		up.Status = lf.status
+		body = `{"type":"error","error":{"type":"api_error","message":"the upstream failed"}}`
 	case lf.kind == lkUpstreamError:
 		up.Status = lf.status
 		body = `{"error":{"message":"the upstream failed","type":"server_error"}}`
+	case lf.anthropic && lf.stream:
+		body = lf.messagesSSE()
+	case lf.anthropic:
+		body = lf.messagesJSON()
 	case lf.stream:
 		lf.asked = strings.Contains(string(ur.Body), `"include_usage":true`)
 		body = lf.sse(lf.asked && lf.kind != lkNoUsage)
@@ -294,10 +342,18 @@ func (lf *ledgerLife) sse(withUsage bool) string {
 	return b.String()
 }
 
-// inputEstimate is the chat format's documented estimate of the prompt:
-// 3 tokens a message, 1 for its role, its content's tokens, and 3 to
-// prime the reply.
+// inputEstimate is the documented estimate of the prompt. Chat
+// completions: 3 tokens a message, 1 for its role, its content's tokens,
+// and 3 to prime the reply. Messages: 3 a message (the system prompt
+// too) and its content's tokens.
 func (lf *ledgerLife) inputEstimate() int64 {
+	if lf.anthropic {
+		var n int64
+		for _, words := range lf.messages {
+			n += 3 + int64(words)
+		}
+		return n
+	}
 	n := int64(3)
 	for _, words := range lf.messages {
 		n += 3 + 1 + int64(words)
@@ -352,9 +408,12 @@ func (lf *ledgerLife) expected() ledgerCharge {
 }
 
 // fromEvents settles a stream of which the server saw the first seen
-// bytes: an event counts once its blank line is in.
+// bytes: an event counts once its blank line is in. After Anthropic's
+// message_start, its usage is the report: the input it gives, and the
+// output seen if more than its running count of 1.
 func (lf *ledgerLife) fromEvents(seen int, in int64, usage ledgerCharge) ledgerCharge {
 	var words int64
+	started := false
 	for _, ev := range lf.events {
 		if ev.end > seen {
 			break
@@ -362,7 +421,58 @@ func (lf *ledgerLife) fromEvents(seen int, in int64, usage ledgerCharge) ledgerC
 		if ev.usage {
 			return usage
 		}
+		started = started || ev.start
 		words += ev.words
 	}
+	if started {
+		usage.output = max(1, words)
+		return usage
+	}
 	return ledgerCharge{basis: "estimate", input: in, output: words}
+}
+
+// messagesUsage is Anthropic's usage object with output tokens out: the
+// input not read from the cache, and what was.
+func (lf *ledgerLife) messagesUsage(out int64) string {
+	return fmt.Sprintf(`{"input_tokens":%d,"cache_creation_input_tokens":0,"cache_read_input_tokens":%d,"output_tokens":%d}`,
+		lf.prompt-lf.cached, lf.cached, out)
+}
+
+func (lf *ledgerLife) messagesJSON() string {
+	total := 0
+	for _, d := range lf.deltas {
+		total += d
+	}
+	return fmt.Sprintf(`{"id":"msg_ledger","type":"message","role":"assistant","model":%q,"content":[{"type":"text","text":%q}],"stop_reason":"end_turn","stop_sequence":null,"usage":%s}`,
+		lf.model.name, lf.words(total), lf.messagesUsage(lf.completion))
+}
+
+// messagesSSE is a Messages stream: message_start (usage with 1 output
+// token), a text block of the deltas, message_delta (the final usage),
+// message_stop; lkDuplicateEnd repeats the last two.
+func (lf *ledgerLife) messagesSSE() string {
+	var b strings.Builder
+	event := func(name, data string, ev ledgerEvent) {
+		b.WriteString("event: " + name + "\ndata: " + data + "\n\n")
+		ev.end = b.Len()
+		lf.events = append(lf.events, ev)
+	}
+	event("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_ledger","type":"message","role":"assistant","model":%q,"content":[],"stop_reason":null,"usage":%s}}`,
+		lf.model.name, lf.messagesUsage(1)), ledgerEvent{start: true})
+	event("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`, ledgerEvent{})
+	for _, d := range lf.deltas {
+		event("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":%q}}`, " "+lf.words(d)),
+			ledgerEvent{words: int64(d)})
+	}
+	event("content_block_stop", `{"type":"content_block_stop","index":0}`, ledgerEvent{})
+	ends := 1
+	if lf.kind == lkDuplicateEnd {
+		ends = 2
+	}
+	for range ends {
+		event("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":%d}}`, lf.completion),
+			ledgerEvent{usage: true})
+		event("message_stop", `{"type":"message_stop"}`, ledgerEvent{})
+	}
+	return b.String()
 }

@@ -42,8 +42,8 @@ const (
 // through 4 replicas — each its own Server, Limiter and Redis client,
 // behind its own test Envoy — on one Redis, which is killed and
 // restarted, with its data (an append-only file), halfway through. The
-// lifecycles are drawn from a seed: JSON and SSE chat completions, two
-// models, five tenants, whole responses, upstream 5xx, cut streams and
+// lifecycles are drawn from a seed: OpenAI chat completions and
+// Anthropic messages, JSON and SSE, three models, five tenants, whole responses, upstream 5xx, cut streams and
 // bodies, clients that leave before or after the response headers, and
 // responses that end twice. One tenant has a limit tight enough to
 // reject, and a client whose request met the restart retries its 503.
@@ -125,7 +125,7 @@ func TestLedger(t *testing.T) {
 	t.Logf("%d lifecycles in %v (%.0f/s) on %d replicas × %d workers; Redis down for %v, every replica served again after %v",
 		n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), ledgerReplicas, ledgerWorkers,
 		outage.Round(time.Millisecond), reconnected.Round(time.Millisecond))
-	t.Logf("kinds: %s", b.kinds())
+	t.Logf("kinds: %s; %d of them Anthropic", b.kinds(), b.anthropic)
 	t.Logf("admitted %d, rejected %d (429), 503 during the restart %d; settled on %s", b.admitted, b.rejected, b.unavailable, b.bases())
 	for _, p := range b.problems {
 		t.Error(p)
@@ -215,7 +215,7 @@ func newLedgerRun(t *testing.T, srv *redistest.Server, seed uint64, n int) *ledg
 	run.log = &ledgerLog{book: run.book, counts: map[string]int{}}
 	logger := slog.New(run.log)
 	prices := accounting.Prices{accounting.DefaultModel: {Input: 5, Output: 15}}
-	for _, m := range ledgerModels {
+	for _, m := range append(ledgerModels, ledgerClaude) {
 		prices[m.name] = accounting.Price{Input: m.inUSD, CachedInput: m.cachedUSD, Output: m.outUSD}
 	}
 	for i := range ledgerReplicas {
@@ -282,7 +282,7 @@ func (run *ledgerRun) lifecycle(ctx context.Context, rep *ledgerReplica, lf *led
 		}
 		time.Sleep(time.Millisecond) // the client's backoff before it retries
 	}
-	b.count(lf.kind)
+	b.count(lf)
 	if resp.Err != nil {
 		b.problem("%s: the filter failed: %v", lf, resp.Err)
 		return
@@ -367,7 +367,8 @@ func (run *ledgerRun) checkMetrics(t *testing.T) {
 	if got := sum("tokenwarden_settlements_pending_retry"); got != 0 {
 		t.Errorf("tokenwarden_settlements_pending_retry: got %d, want 0", got)
 	}
-	if got := sum("tokenwarden_requests_total", "openai.chat", "unavailable"); got != run.book.unavailable {
+	if got := sum("tokenwarden_requests_total", "openai.chat", "unavailable") +
+		sum("tokenwarden_requests_total", "anthropic.messages", "unavailable"); got != run.book.unavailable {
 		t.Errorf("tokenwarden_requests_total{outcome=unavailable}: got %d, want the %d 503s the clients saw", got, run.book.unavailable)
 	}
 }
@@ -425,7 +426,7 @@ func (run *ledgerRun) checkCounters(t *testing.T, fixedEnd time.Time) {
 	seen := map[string]bool{}
 	for tenant := range ledgerTenants {
 		for user := -1; user < ledgerUsers; user++ {
-			for _, m := range ledgerModels {
+			for _, m := range append(ledgerModels, ledgerClaude) {
 				attrs := ledgerAttrs(tenant, user, m.name)
 				for i := range run.limits {
 					l := &run.limits[i]
