@@ -93,6 +93,13 @@ func settlement(o outcome) (accounting.Usage, Basis) {
 		return reserved, BasisReserved
 	case o.status < 200 || o.status > 299 || o.origin == envoyNeverSent:
 		return accounting.Usage{}, BasisRefused
+	case !o.streamed && !o.complete:
+		// A non-streamed reply is generated in full before its headers
+		// are sent: a cut body says nothing about what was billed — not
+		// even a usage object in it, which the cut may have truncated
+		// mid-number ("prompt_tokens":1 of 17) or cut short of its
+		// output count.
+		return reserved, BasisReserved
 	case o.hasUsage && !o.usageFinal && (o.hiddenReasoning || o.background):
 		// A running total from a stream cut before its last report, for
 		// a model whose reasoning the stream does not show: it may stop
@@ -106,10 +113,6 @@ func settlement(o outcome) (accounting.Usage, Basis) {
 		// Background: the generation runs on after this reply, and its
 		// usage is only on a later GET. Hidden reasoning: the reasoning
 		// tokens never show in the stream.
-		return reserved, BasisReserved
-	case !o.streamed && !o.complete:
-		// A non-streamed reply is generated in full before its headers
-		// are sent: a cut body says nothing about what was billed.
 		return reserved, BasisReserved
 	}
 	return accounting.Usage{InputTokens: o.estimate.InputTokens, OutputTokens: o.observed}.Clamp(), BasisEstimate

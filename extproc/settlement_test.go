@@ -41,6 +41,7 @@ func TestSettlement(t *testing.T) {
 		{"background", outcome{metered: true, status: 200, complete: true, background: true}, reserved, BasisReserved},
 		{"unreadable encoding", outcome{metered: true, status: 200, complete: true, unreadable: true}, reserved, BasisReserved},
 		{"non-streamed, cut", outcome{metered: true, status: 200, observed: 3}, reserved, BasisReserved},
+		{"non-streamed, cut in or after its usage", outcome{metered: true, status: 200, hasUsage: true, usageFinal: true, usage: reported, observed: 3}, reserved, BasisReserved},
 		{"non-streamed, complete, no usage", outcome{metered: true, status: 200, complete: true, observed: 30}, accounting.Usage{InputTokens: 100, OutputTokens: 30}, BasisEstimate},
 	}
 	for _, tt := range tests {

@@ -60,7 +60,12 @@
 //     failure_mode_allow false).
 //
 //   - A client disconnect is a cancelled stream: the server sees
-//     codes.Canceled from Recv.
+//     codes.Canceled from Recv. UpstreamResponse says when: before the
+//     response headers, after them, or after some body chunks.
+//
+//   - UpstreamResponse.DuplicateEnd ends the response body twice, which
+//     Envoy never does, so that tests can show a server settles once
+//     however often it hears that a stream ended.
 //
 //   - The router adds x-envoy-upstream-service-time to every upstream
 //     response; Envoy's own replies (UpstreamResponse.EnvoyReply: a route
@@ -226,6 +231,15 @@ type UpstreamResponse struct {
 	// CutBeforeHeaders disconnects the client before the response
 	// headers arrive.
 	CutBeforeHeaders bool
+	// CutAfterHeaders disconnects the client once the reply to the
+	// response headers is in, before any body chunk is sent.
+	CutAfterHeaders bool
+	// DuplicateEnd sends, after the last chunk (end_of_stream true), one
+	// more empty body message with end_of_stream true, and awaits its
+	// reply like any other: a stream that ends twice. Envoy itself does
+	// not do this; a server must settle once however often it is told
+	// the stream ended.
+	DuplicateEnd bool
 	// EnvoyReply, when set, replaces the upstream's response with Envoy's
 	// own local reply, whose response code details it is:
 	// "response_timeout" (a route timeout: 504), or another reason such
@@ -616,6 +630,11 @@ func (x *exchange) run(req Request, upstream Upstream, disconnect context.Cancel
 	out.Status = up.Status
 	out.Header = rh.http()
 	out.Header.Del(":status")
+	if up.CutAfterHeaders {
+		disconnect()
+		out.Cut = true
+		return out
+	}
 
 	// Response body, pipelined.
 	if len(up.Chunks) == 0 {
@@ -634,11 +653,16 @@ func (x *exchange) run(req Request, upstream Upstream, disconnect context.Cancel
 	if up.CutAfter > 0 && up.CutAfter < n {
 		n = up.CutAfter
 	}
+	sent := up.Chunks[:n]
+	if up.DuplicateEnd && n == len(up.Chunks) {
+		// The empty chunk carries the second end_of_stream.
+		sent = append(sent[:n:n], nil)
+	}
 	sendErr := make(chan error, 1)
 	go func() {
-		for i := range n {
+		for i, c := range sent {
 			err := x.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
-				ResponseBody: &extprocv3.HttpBody{Body: up.Chunks[i], EndOfStream: i == len(up.Chunks)-1}}})
+				ResponseBody: &extprocv3.HttpBody{Body: c, EndOfStream: i >= len(up.Chunks)-1}}})
 			if err != nil {
 				sendErr <- err
 				return
@@ -646,12 +670,11 @@ func (x *exchange) run(req Request, upstream Upstream, disconnect context.Cancel
 		}
 		sendErr <- nil
 	}()
-	for i := range n {
+	for _, chunk := range sent {
 		r, err := x.recv("response_body")
 		if err != nil {
 			return x.ended(err)
 		}
-		chunk := up.Chunks[i]
 		if bm := r.GetResponseBody().GetResponse().GetBodyMutation(); bm != nil {
 			switch m := bm.Mutation.(type) {
 			case *extprocv3.BodyMutation_Body:

@@ -1,5 +1,6 @@
 // Package redistest starts throwaway redis-server processes for tests: on a
-// free loopback port, without persistence, stopped when the test ends. Any
+// free loopback port, without persistence unless [Durable], stopped when
+// the test ends. Any
 // package's tests may use it (the extproc and cmd tests too), and fault
 // tests can kill a server and restart it on the same address.
 //
@@ -54,6 +55,31 @@ type Option func(*Server)
 // "10mb".
 func WithArgs(args ...string) Option {
 	return func(s *Server) { s.args = append(s.args, args...) }
+}
+
+// Durable makes the server keep its data across [Server.Kill] and
+// [Server.Restart], as a production Redis with an append-only file does:
+// every write is in the file, fsynced, before its client gets the reply
+// (appendfsync always), so that a crash loses nothing a client was told
+// had happened. What it loses is what no client heard back about, which
+// is what the callers' handling of ambiguous failures is for.
+//
+// The file goes on tmpfs (/dev/shm) where the machine has one: a test
+// crashes the process, not the machine, so what matters is that Redis
+// has written the file before it replies, and an fsync to a shared disk
+// on every write would only make the test slow.
+func Durable() Option {
+	return func(s *Server) {
+		s.args = append(s.args, "--appendonly", "yes", "--appendfsync", "always")
+		if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+			dir, err := os.MkdirTemp("/dev/shm", "redistest-")
+			if err != nil {
+				s.tb.Fatalf("redistest: %v", err)
+			}
+			s.tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+			s.args = append(s.args, "--dir", dir)
+		}
+	}
 }
 
 // WithClockSkew runs the server with its wall clock moved by d (TIME
@@ -126,7 +152,7 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
 
 // Kill kills the server with SIGKILL, as a crash would, and waits until
-// it is gone. Its data is lost (there is no persistence).
+// it is gone. Its data is lost, unless the server is [Durable].
 func (s *Server) Kill() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
