@@ -366,6 +366,7 @@ func (c *Config) settlement(f *file, p *problems) {
 	}
 	c.Server.IETFRateLimitHeaders = f.RateLimitHeaders.IETF
 	c.Server.NoAnthropicRateLimitHeaders = f.RateLimitHeaders.Anthropic != nil && !*f.RateLimitHeaders.Anthropic
+	c.Server.ShouldRetryMax = shouldRetryMax(f.RateLimitHeaders.ShouldRetryMax, p)
 }
 
 // amount converts a limit as written to the dimension's integer unit:

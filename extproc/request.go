@@ -283,7 +283,7 @@ func (st *stream) reserve(req accounting.Request) (resp *extprocv3.ProcessingRes
 			st.s.log.Debug("rejected", "api", apiName(api), "limit", res.Trip.Limit.Name,
 				"requested", res.Trip.Requested, "retry_after", res.Trip.RetryAfter, "never_fits", res.Trip.NeverFits)
 		}
-		resp := rejection(api, res, st.s.standardRateLimitHeaders(api, &res.Dims, nil))
+		resp := rejection(api, res, st.s.standardRateLimitHeaders(api, &res.Dims, nil), time.Now(), st.s.opts.ShouldRetryMax)
 		var buf [256]byte
 		md := newDynamicMetadata(buf[:])
 		md.str(MetaDecision, "rejected")

@@ -34,7 +34,11 @@ func TestPrintConfig(t *testing.T) {
 			"hidden reasoning models [o1*, o3*, o4*, gpt-5*, codex-*, gemini-2.5*, gemini-3*, grok-3-mini*, grok-4*] keep their output cap; background responses: reserve",
 			"1 limits:",
 			"  t                        5 tokens per minute, global, sliding_window, on store error deny",
+			"429s whose limit frees in more than 1m0s say x-should-retry: false and name the reset time (x-tokenwarden-reset-at)",
 		}, []string{"allow_eviction"}},
+		{"retry hint off", "rate_limit_headers: {should_retry_max: \"off\"}\n", []string{
+			"429s with a reset time invite a retry however long the wait (should_retry_max off)",
+		}, nil},
 		{"settings", `
 store: {type: redis, redis: {url: 'redis://127.0.0.1:6379/0', allow_eviction: true}}
 identity: {attributes: {tenant: {header: X-Tenant}, sub: {metadata: {namespace: jwt, key: payload, path: [sub]}, default: anon}}, required: [tenant]}
