@@ -33,6 +33,9 @@ type Limit struct {
 	// attribute, bounded by a ceiling, Limit being the value when the
 	// attribute has none; nil means Limit for every request.
 	From *LimitFrom
+	// OnExhausted is what a request the limit refuses gets instead of
+	// the refusal; the zero value is the refusal.
+	OnExhausted OnExhausted
 }
 
 // policyWindow is the window a header stating the limit's policy names:
@@ -83,6 +86,7 @@ func (l *Limit) Validate() error {
 	if l.Algorithm > Lifetime {
 		bad("algorithm", "unknown algorithm %d", l.Algorithm)
 	}
+	errs = append(errs, l.validateExhausted()...)
 	if l.Dimension == Concurrent || l.Algorithm == Leases {
 		// A concurrent limit's window is its lease: checked there.
 		errs = append(errs, l.validateConcurrent()...)

@@ -89,6 +89,7 @@ func (o *Options) Validate() error {
 			}
 		}
 	}
+	errs = append(errs, validateDowngrades(o.Limits)...)
 	for _, model := range slices.Sorted(maps.Keys(o.Prices)) {
 		p := o.Prices[model]
 		errs = append(errs, PrefixFields("models."+model, p.Validate()))
@@ -291,6 +292,17 @@ type Reservation struct {
 // counted, and the reservation stays charged until its window lets it go
 // — the safe direction.
 func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error) {
+	r, err := l.reserve(ctx, req)
+	if err == nil && !r.Admitted {
+		l.m.rejectedBy.WithLabelValues(r.Trip.Limit.Name).Inc()
+	}
+	return r, err
+}
+
+// reserve is Reserve without counting a rejection: a refusal that a
+// downgrade turns into an admission is no rejection (see
+// [Limiter.ReserveOrDowngrade]).
+func (l *Limiter) reserve(ctx context.Context, req Request) (*Reservation, error) {
 	r := &Reservation{
 		ID:          l.idPrefix + strconv.FormatUint(l.idSeq.Add(1), 36),
 		Model:       req.Model,
@@ -380,7 +392,6 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 		Window: r.Trip.Limit.policyWindow(),
 	}
 	r.items = nil
-	l.m.rejectedBy.WithLabelValues(r.Trip.Limit.Name).Inc()
 	return r, nil
 }
 

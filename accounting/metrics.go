@@ -12,6 +12,7 @@ type metrics struct {
 	settlements  *prometheus.CounterVec // outcome: ok|retried|lost|no_record
 	releases     *prometheus.CounterVec // outcome: released|not_applied|lost
 	rejectedBy   *prometheus.CounterVec // limit
+	downgrades   *prometheus.CounterVec // limit
 	pendingRetry prometheus.Gauge
 	leases       *prometheus.GaugeVec // limit
 }
@@ -34,6 +35,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tokenwarden_rejections_total",
 			Help: "Rejected requests by the limit named in the reply.",
 		}, []string{"limit"}),
+		downgrades: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokenwarden_downgrades_total",
+			Help: "Requests a limit refused and its on_exhausted.downgrade_to admitted on a fallback model instead, by that limit.",
+		}, []string{"limit"}),
 		pendingRetry: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tokenwarden_settlements_pending_retry",
 			Help: "Settlements and releases waiting to be retried after a store failure.",
@@ -44,7 +49,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"limit"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.pendingRetry, m.leases)
+		reg.MustRegister(m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.downgrades, m.pendingRetry, m.leases)
 	}
 	return m
 }

@@ -319,6 +319,7 @@ func (c *Config) limits(f *file, p *problems) {
 		} else if l.Window, l.Calendar, err = parseWindow(lf.Window); err != nil {
 			p.add(field+".window", "%v", err)
 		}
+		onExhaustedOf(&l, &lf)
 		switch lf.OnStoreError {
 		case "":
 			// Money limits fail closed; a request count protects servers,

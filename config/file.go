@@ -135,6 +135,7 @@ type limitFile struct {
 	LimitFrom    *limitFromFile    `yaml:"limit_from"`
 	Lease        string            `yaml:"lease"`
 	MaxDuration  string            `yaml:"max_duration"`
+	OnExhausted  *onExhaustedFile  `yaml:"on_exhausted"`
 }
 
 // limitFromFile takes a limit's value from an identity attribute; the

@@ -129,6 +129,7 @@ func printConfig(w io.Writer, cfg *config.Config) {
 			line += ", when " + humanMatch(l.Match, slices.Sorted(maps.Keys(l.Match)))
 		}
 		line += ", on store error " + l.OnStoreError.String()
+		line += exhaustedLine(&l)
 		fmt.Fprintln(w, line)
 	}
 }

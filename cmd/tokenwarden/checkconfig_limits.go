@@ -19,3 +19,13 @@ func lifetimeLine(l *accounting.Limit, scope string) string {
 	return fmt.Sprintf("  %-24s %s %s in all, %s, lifetime (never resets; over %s after the first request)",
 		l.Name, formatLimit(l.Dimension, l.Limit), l.Dimension, scope, humanWindow(l.Window))
 }
+
+// exhaustedLine is what check-config adds to a limit's line for its
+// on_exhausted: where a request it refuses goes instead of the 429.
+func exhaustedLine(l *accounting.Limit) string {
+	if to := l.OnExhausted.DowngradeTo; to != "" {
+		return fmt.Sprintf("; when exhausted, downgrades %s to %s (reserved on %s's limits; x-tokenwarden-model: %s for the routes)",
+			l.Match[accounting.AttributeModel], to, to, to)
+	}
+	return ""
+}

@@ -36,6 +36,13 @@ func TestPrintConfig(t *testing.T) {
 			"  t                        5 tokens per minute, global, sliding_window, on store error deny",
 			"429s whose limit frees in more than 1m0s say x-should-retry: false and name the reset time (x-tokenwarden-reset-at)",
 		}, []string{"allow_eviction"}},
+		{"downgrade", `
+models: {default: {input: 1, output: 2}}
+limits:
+  - {name: 4o-daily, dimension: cost, limit: 50, window: day, match: {model: gpt-4o}, on_exhausted: {downgrade_to: gpt-4o-mini}}
+`, []string{
+			"  4o-daily                 $50.000000 cost per day, global, sliding_window, when model=gpt-4o, on store error deny; when exhausted, downgrades gpt-4o to gpt-4o-mini (reserved on gpt-4o-mini's limits; x-tokenwarden-model: gpt-4o-mini for the routes)",
+		}, nil},
 		{"retry hint off", "rate_limit_headers: {should_retry_max: \"off\"}\n", []string{
 			"429s with a reset time invite a retry however long the wait (should_retry_max off)",
 		}, nil},
