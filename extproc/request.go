@@ -78,7 +78,7 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata) 
 	// send either body (an override sets both body modes).
 	st.target.api = nil
 	st.attrs = append(st.attrs, accounting.Attribute{Name: "api", Value: "other"})
-	if resp, done := st.reserve(accounting.Request{Attributes: st.attrs, RequestsOnly: true}); done {
+	if resp, done := st.reserve(accounting.Request{Attributes: st.attrs, RequestsOnly: true}, nil); done {
 		return resp, true
 	}
 	return &extprocv3.ProcessingResponse{
@@ -206,10 +206,18 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 		accounting.Attribute{Name: AttributeAPI, Value: api.Name()})
 	est := st.learnedEstimate(req.Estimate())
 	if resp, done := st.reserve(accounting.Request{Attributes: st.attrs, Model: req.Model, Estimate: est,
-		PriceFactor: st.s.priceFactor(req.ServiceTier)}); done {
+		PriceFactor: st.s.priceFactor(req.ServiceTier)}, st.downgrader(body)); done {
+		st.dg = downgrade{}
 		return resp, true
 	}
 	st.decided = true
+	// replace: the body Envoy holds is not the one to send upstream.
+	replace := st.held
+	if st.dg.from != "" && st.dg.body != nil {
+		// Admitted on a fallback: the body that names it goes upstream
+		// (with the edits below, made for the fallback).
+		body, st.dg.body, replace = st.dg.body, nil, true
+	}
 	st.s.m.tokensEstimated(api.Name(), est.Total())
 
 	r := new(requestBodyReply)
@@ -220,7 +228,13 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 	var buf [512]byte
 	md := newDynamicMetadata(buf[:])
 	st.reservationMetadata(&md)
-	md.str(MetaDecision, "admitted")
+	if st.dg.from != "" {
+		md.str(MetaDecision, "downgraded")
+		md.str(MetaDowngradedFrom, st.dg.from)
+		md.str(MetaLimit, st.dg.limit)
+	} else {
+		md.str(MetaDecision, "admitted")
+	}
 	md.attach(&r.resp)
 	edited, err := api.Inject(body, &st.req, llm.InjectOptions{OutputCap: o.InjectOutputCap, StreamUsage: o.InjectStreamUsage})
 	if err != nil {
@@ -228,7 +242,7 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 		// the original: the reservation already bounds the charge.
 		st.s.log.Warn("request body edit failed", "api", api.Name(), "err", err)
 	}
-	if edited == nil && st.held {
+	if edited == nil && replace {
 		edited = body
 	}
 	if edited != nil {
@@ -241,6 +255,14 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 			r.set[0], r.opt.Header = &r.opt, &r.length
 			r.length.Key, r.length.RawValue = "content-length", strconv.AppendInt(r.digits[:0], int64(len(edited)), 10)
 		}
+	}
+	if st.dg.from != "" && st.bodyMode != filterv3.ProcessingMode_STREAMED {
+		// The request's headers wait for this reply (BUFFERED): name the
+		// fallback for the routes, and have Envoy match the route again
+		// on the edited headers.
+		r.body.Response, r.common.HeaderMutation = &r.common, &r.hm
+		r.hm.SetHeaders = st.downgradeHeaders(r.hm.SetHeaders)
+		r.common.ClearRouteCache = true
 	}
 	return &r.resp, false
 }
@@ -262,11 +284,18 @@ type requestBodyReply struct {
 }
 
 // reserve runs the limiter. On anything but an admission it returns the
-// reply that ends the request, and done.
-func (st *stream) reserve(req accounting.Request) (resp *extprocv3.ProcessingResponse, done bool) {
+// reply that ends the request, and done. With downgrade (see
+// [stream.downgrader]), a refusal may be admitted on a fallback model.
+func (st *stream) reserve(req accounting.Request, downgrade func(model string) bool) (resp *extprocv3.ProcessingResponse, done bool) {
 	api := st.target.api
 	start := time.Now()
-	res, err := st.s.opts.Limiter.Reserve(st.ctx, req)
+	var res, refused *accounting.Reservation
+	var err error
+	if downgrade != nil {
+		res, refused, err = st.s.opts.Limiter.ReserveOrDowngrade(st.ctx, req, downgrade)
+	} else {
+		res, err = st.s.opts.Limiter.Reserve(st.ctx, req)
+	}
 	took := time.Since(start)
 	st.s.m.decision.Observe(took.Seconds())
 	if st.s.tracer != nil {
@@ -293,6 +322,10 @@ func (st *stream) reserve(req accounting.Request) (resp *extprocv3.ProcessingRes
 		return resp, true
 	}
 	st.res = res
-	st.count(api, string(res.Outcome()))
+	outcome := string(res.Outcome())
+	if refused != nil {
+		outcome = st.downgraded(refused, res)
+	}
+	st.count(api, outcome)
 	return nil, false
 }
