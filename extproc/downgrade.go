@@ -71,6 +71,10 @@ func (st *stream) downgraded(refused, res *accounting.Reservation) string {
 			st.attrs[i].Value = family
 		}
 	}
+	if st.learning {
+		// What the fallback generates teaches the fallback's estimate.
+		st.learnKey.Model = family
+	}
 	if st.s.log.Enabled(st.ctx, slog.LevelDebug) {
 		st.s.log.Debug("downgraded", "api", apiName(st.target.api), "from", st.dg.from, "to", res.Model, "limit", st.dg.limit)
 	}

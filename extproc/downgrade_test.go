@@ -286,3 +286,25 @@ func TestDowngradeStoreFails(t *testing.T) {
 		})
 	}
 }
+
+// TestDowngradeLearnsTheFallback: with learned output estimates, what a
+// downgraded request generates is learned for the fallback model, whose
+// next request reserves it, not for the model the client named.
+func TestDowngradeLearnsTheFallback(t *testing.T) {
+	r := newRig(t, downgradeLimits(), withServer(func(o *extproc.Options) {
+		o.LearnedOutput = extproc.LearnedOutput{Enabled: true, MinSamples: 1, Floor: 1}
+	}))
+	body := func(model string) []byte {
+		return []byte(`{"model":"` + model + `","max_tokens":1000,"messages":[{"role":"user","content":"hi"}]}`)
+	}
+	answer := jsonUpstream(200, []byte(`{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30}}`))
+	wantStatus(t, r.envoy.Do(t.Context(), chatRequest("a", body("gpt-4o")), answer), 200)
+	resp := r.envoy.Do(t.Context(), chatRequest("a", body("gpt-4o")), answer)
+	wantHeader(t, resp.Header, extproc.DowngradedHeader, "gpt-4o->gpt-4o-mini")
+	r.envoy.Wait()
+	// gpt-4o-mini has seen one 20-token completion, the downgraded one.
+	resp = r.envoy.Do(t.Context(), chatRequest("b", body("gpt-4o-mini")), answer)
+	if got := reservedTokens(t, resp); got >= 1000 {
+		t.Errorf("gpt-4o-mini reserved %d: want its input and the learned 20, not the cap of 1000", got)
+	}
+}
