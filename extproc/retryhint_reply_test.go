@@ -80,3 +80,21 @@ func TestLongWaitReply(t *testing.T) {
 		})
 	}
 }
+
+// TestLongWaitStoreDown: a store that fails leaves no limit tripped and
+// no reset to name. Under a limit that fails closed the reply is the
+// 503 with retry-after: 1, which invites a retry (no x-should-retry:
+// false, no x-tokenwarden-reset-at), whatever ShouldRetryMax says.
+func TestLongWaitStoreDown(t *testing.T) {
+	store := &failAfter{Store: memstore.New(memstore.Options{})} // answers none
+	r := newRig(t, []accounting.Limit{tokensLimit("hourly", 1500, "tenant")}, withStore(store),
+		withServer(func(o *extproc.Options) { o.ShouldRetryMax = time.Second }))
+	resp := r.envoy.Do(t.Context(), chatRequest("a", []byte(`{"model":"gpt-4o-mini","max_tokens":10,"messages":[]}`)), nil)
+	wantStatus(t, resp, 503)
+	wantHeader(t, resp.Header, "retry-after", "1")
+	for _, h := range []string{"x-should-retry", "x-tokenwarden-reset-at"} {
+		if v := resp.Header.Values(h); len(v) != 0 {
+			t.Errorf("%s on a 503 of a failed store: %q", h, v)
+		}
+	}
+}
