@@ -129,8 +129,12 @@ const (
 	// NoCalendar windows have a fixed length, aligned to the Unix epoch.
 	// A "day" window is this with a length of 24h: UTC days.
 	NoCalendar Calendar = iota
-	// CalendarMonth windows are UTC calendar months.
+	// CalendarMonth windows are UTC calendar months, or those of the
+	// limit's Location.
 	CalendarMonth
+	// CalendarDay windows are the calendar days of the limit's Location
+	// (midnight to midnight, 23 or 25 hours on a daylight-saving change).
+	CalendarDay
 )
 
 // FailMode says what a limit does when the store cannot be reached.

@@ -25,7 +25,9 @@
 //
 //  1. Estimate: input tokens counted from the request plus the output cap.
 //  2. Reserve: the estimate is charged, in one atomic step, against every
-//     limit that applies to the request — on all of them or on none.
+//     limit that applies to the request — on all of them or on none. (A
+//     shadow limit, [Shadow], is charged when the request fits it and
+//     never keeps it from the others.)
 //  3. Settle: once the response is known, the real usage replaces the
 //     estimate (a refund or an extra charge), exactly once per reservation.
 //

@@ -3,6 +3,7 @@ package accounting
 import (
 	"strconv"
 	"strings"
+	"time"
 )
 
 // KeyPrefix starts every counter key, so that a shared Redis can tell
@@ -29,12 +30,20 @@ func CounterKey(l *Limit, attrs Attributes) string {
 		v, _ := attrs.Get(name)
 		n += len(name) + len(v) + 8
 	}
+	if l.Location != nil {
+		n += len(l.Location.String()) + 1
+	}
 	b.Grow(n)
 	b.WriteString(KeyPrefix)
 	b.WriteString(algorithmCode(l.Algorithm, l.Calendar))
 	if l.Calendar == NoCalendar {
 		var num [20]byte
 		b.Write(strconv.AppendInt(num[:0], l.Window.Milliseconds(), 10))
+	}
+	if l.Location != nil && l.Location != time.UTC && l.Calendar != NoCalendar {
+		// Another zone's days are other windows: a fresh counter.
+		b.WriteByte('@')
+		b.WriteString(l.Location.String())
 	}
 	b.WriteByte(':')
 	writeField(&b, l.Name)
@@ -57,6 +66,8 @@ func algorithmCode(a Algorithm, c Calendar) string {
 	switch {
 	case a == FixedWindow && c == CalendarMonth:
 		return "fm"
+	case a == FixedWindow && c == CalendarDay:
+		return "fd"
 	case a == FixedWindow:
 		return "f"
 	case a == TokenBucket:

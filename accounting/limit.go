@@ -27,8 +27,14 @@ type Limit struct {
 	Burst    int64
 	Window   time.Duration
 	Calendar Calendar
+	// Location is the time zone of a calendar window's days and months;
+	// nil means UTC.
+	Location *time.Location
 	// OnStoreError decides admission when the store cannot be reached.
 	OnStoreError FailMode
+	// Mode is Enforce (the zero value) or Shadow: counted, never
+	// enforced (see [Mode]).
+	Mode Mode
 	// From takes the limit's value per request from an identity
 	// attribute, bounded by a ceiling, Limit being the value when the
 	// attribute has none; nil means Limit for every request.
@@ -42,8 +48,11 @@ type Limit struct {
 // the window, or a token bucket's refill period; a calendar month as 31
 // days, its longest.
 func (l *Limit) policyWindow() time.Duration {
-	if l.Calendar == CalendarMonth {
+	switch l.Calendar {
+	case CalendarMonth:
 		return 31 * 24 * time.Hour
+	case CalendarDay:
+		return 24 * time.Hour
 	}
 	return l.Window
 }
@@ -86,6 +95,15 @@ func (l *Limit) Validate() error {
 	if l.Algorithm > Lifetime {
 		bad("algorithm", "unknown algorithm %d", l.Algorithm)
 	}
+	// Checked before the algorithms that validate their own fields: a
+	// shadow limit and a time zone mean the same for every algorithm.
+	if l.Mode > Shadow {
+		bad("mode", "unknown mode %d", l.Mode)
+	}
+	if l.Location != nil && l.Calendar == NoCalendar {
+		// Concurrent limits and lifetime budgets have no calendar either.
+		bad("time_zone", "only a calendar window (day or month) has a time zone")
+	}
 	errs = append(errs, l.validateExhausted()...)
 	if l.Dimension == Concurrent || l.Algorithm == Leases {
 		// A concurrent limit's window is its lease: checked there.
@@ -114,6 +132,10 @@ func (l *Limit) Validate() error {
 	case CalendarMonth:
 		if l.Algorithm != FixedWindow {
 			bad("window", "a calendar month needs algorithm fixed_window")
+		}
+	case CalendarDay:
+		if l.Algorithm != FixedWindow {
+			bad("window", "a calendar day needs algorithm fixed_window")
 		}
 	default:
 		bad("window", "unknown calendar %d", l.Calendar)
@@ -200,5 +222,6 @@ func (l *Limit) Counter(attrs Attributes) Counter {
 		Burst:     l.Burst,
 		Window:    l.Window,
 		Calendar:  l.Calendar,
+		Location:  l.Location,
 	}
 }

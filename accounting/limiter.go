@@ -92,7 +92,7 @@ func (o *Options) Validate() error {
 	errs = append(errs, validateDowngrades(o.Limits)...)
 	for _, model := range slices.Sorted(maps.Keys(o.Prices)) {
 		p := o.Prices[model]
-		errs = append(errs, PrefixFields("models."+model, p.Validate()))
+		errs = append(errs, validPriceKey(model), PrefixFields("models."+model, p.Validate()))
 	}
 	return errors.Join(errs...)
 }
@@ -107,6 +107,8 @@ type Limiter struct {
 	log         *slog.Logger
 	m           *metrics
 	values      *limitValues
+	// shadowLogs rate-limits each shadow limit's log lines.
+	shadowLogs map[string]*shadowLog
 
 	// background is shared with the Limiters made from this one by
 	// [Limiter.Reconfigure].
@@ -143,6 +145,7 @@ func New(opts Options) (*Limiter, error) {
 		m:           newMetrics(opts.Registerer),
 		background:  &background{closing: make(chan struct{})},
 	}
+	l.shadowLogs = newShadowLogs(l.limits)
 	if l.settleRetry <= 0 {
 		l.settleRetry = DefaultSettleRetry
 	}
@@ -215,6 +218,9 @@ type Decision struct {
 	// FailedOpen reports an admission without reservation: the store
 	// failed and every applicable limit allows that.
 	FailedOpen bool
+	// ShadowRejected lists the shadow limits that would have rejected
+	// an admitted request (see [Mode]); nil when none would.
+	ShadowRejected []*Limit
 }
 
 // Trip describes why a request was rejected.
@@ -338,9 +344,12 @@ func (l *Limiter) reserve(ctx context.Context, req Request) (*Reservation, error
 			}
 			amount = r.Cost
 		}
-		items = append(items, ReserveItem{Counter: lim.Counter(req.Attributes), Amount: amount})
+		shadow := lim.Mode == Shadow
+		items = append(items, ReserveItem{Counter: lim.Counter(req.Attributes), Amount: amount, Optional: shadow})
 		r.items = append(r.items, reservedItem{limit: lim, amount: amount})
-		failClosed = failClosed || lim.OnStoreError == FailClosed
+		// A shadow limit never fails a request, the store's failure
+		// included.
+		failClosed = failClosed || (lim.OnStoreError == FailClosed && !shadow)
 	}
 	if len(items) == 0 {
 		r.Admitted = true
@@ -351,6 +360,7 @@ func (l *Limiter) reserve(ctx context.Context, req Request) (*Reservation, error
 	res, err := l.store.Reserve(ctx, ReserveRequest{ID: r.ID, Items: items})
 	if err != nil {
 		l.m.storeErrors.WithLabelValues("reserve").Inc()
+		l.shadowStoreErrors(r.items)
 		if errors.Is(err, ErrStoreUnavailable) && !errors.Is(err, ErrNotApplied) {
 			l.releaseLater(ReserveRequest{ID: r.ID, Items: items})
 		}
@@ -373,12 +383,23 @@ func (l *Limiter) reserve(ctx context.Context, req Request) (*Reservation, error
 		r.items[i].mark = res.States[i].Mark
 	}
 	if r.Admitted {
-		for i, st := range res.States {
+		states := res.States
+		if l.shadowLogs != nil {
+			states = l.shadowDecisions(ctx, r, states)
+		}
+		for i, st := range states {
 			d := r.items[i].limit.Dimension
-			r.Dims[d] = tighter(r.Dims[d], r.items[i].limit, st)
 			if d == Concurrent {
+				// A lease held, a shadow limit's included: settlement
+				// returns every lease left in r.items.
 				l.m.leases.WithLabelValues(r.items[i].limit.Name).Inc()
 			}
+			if r.items[i].limit.Mode == Shadow {
+				// Never in the headers: the client sees the limits
+				// that bind it.
+				continue
+			}
+			r.Dims[d] = tighter(r.Dims[d], r.items[i].limit, st)
 		}
 		return r, nil
 	}
@@ -415,7 +436,7 @@ func pickTrip(items []reservedItem, states []CounterState) (Trip, bool) {
 		return states[i].NeverFits || items[i].limit.Algorithm == Lifetime
 	}
 	for i, st := range states {
-		if st.Fits {
+		if st.Fits || items[i].limit.Mode == Shadow {
 			continue
 		}
 		if best < 0 {

@@ -13,6 +13,7 @@ type metrics struct {
 	releases     *prometheus.CounterVec // outcome: released|not_applied|lost
 	rejectedBy   *prometheus.CounterVec // limit
 	downgrades   *prometheus.CounterVec // limit
+	shadow       *prometheus.CounterVec // limit, outcome: would_admit|would_reject|store_error
 	pendingRetry prometheus.Gauge
 	leases       *prometheus.GaugeVec // limit
 }
@@ -39,6 +40,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tokenwarden_downgrades_total",
 			Help: "Requests a limit refused and its on_exhausted.downgrade_to admitted on a fallback model instead, by that limit.",
 		}, []string{"limit"}),
+		shadow: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokenwarden_shadow_decisions_total",
+			Help: "Decisions of shadow limits (mode: shadow) on requests the enforced limits admitted, by limit and outcome: would_admit (fitted; charged), would_reject (enforcing the limit would have rejected the request; not charged), store_error (the store call failed; nothing decided).",
+		}, []string{"limit", "outcome"}),
 		pendingRetry: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tokenwarden_settlements_pending_retry",
 			Help: "Settlements and releases waiting to be retried after a store failure.",
@@ -49,7 +54,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"limit"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.downgrades, m.pendingRetry, m.leases)
+		reg.MustRegister(m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.downgrades, m.shadow, m.pendingRetry, m.leases)
 	}
 	return m
 }

@@ -1,6 +1,7 @@
 package accounting
 
 import (
+	"cmp"
 	"errors"
 	"math"
 )
@@ -15,12 +16,19 @@ type Price struct {
 	CacheWrite float64
 	// CacheWrite1h prices 1-hour cache writes; zero means 2 × Input.
 	CacheWrite1h float64
-	Output       float64
+	// AudioInput prices audio input; zero means Input.
+	AudioInput float64
+	Output     float64
+	// AudioOutput and ImageOutput price audio and image output; zero
+	// means Output.
+	AudioOutput float64
+	ImageOutput float64
 }
 
 // Validate reports every price that is negative or not a number, joined;
 // each is a [FieldError] named by its config key (input, cached_input,
-// cache_write, cache_write_1h, output).
+// cache_write, cache_write_1h, audio_input, output, audio_output,
+// image_output).
 func (pr *Price) Validate() error {
 	var errs []error
 	for _, f := range []struct {
@@ -28,7 +36,8 @@ func (pr *Price) Validate() error {
 		value float64
 	}{
 		{"input", pr.Input}, {"cached_input", pr.CachedInput}, {"cache_write", pr.CacheWrite},
-		{"cache_write_1h", pr.CacheWrite1h}, {"output", pr.Output},
+		{"cache_write_1h", pr.CacheWrite1h}, {"audio_input", pr.AudioInput}, {"output", pr.Output},
+		{"audio_output", pr.AudioOutput}, {"image_output", pr.ImageOutput},
 	} {
 		if f.value < 0 || math.IsNaN(f.value) || math.IsInf(f.value, 0) {
 			errs = append(errs, FieldErrorf(f.name, "%v is not a price", f.value))
@@ -46,16 +55,14 @@ const DefaultModel = "default"
 
 // Lookup returns the model's price: its own entry, else its family's
 // ([ModelFamily]: a dated snapshot, a Bedrock or Vertex spelling, a
-// fine-tune's base), else the default entry.
+// fine-tune's base), else the longest pattern's that matches, else the
+// default entry (see [Prices.Resolve]).
 func (p Prices) Lookup(model string) (Price, bool) {
 	if pr, ok := p[model]; ok {
 		return pr, true
 	}
-	if pr, ok := p[ModelFamily(model)]; ok {
-		return pr, true
-	}
-	pr, ok := p[DefaultModel]
-	return pr, ok
+	key, how := p.Resolve(model)
+	return p[key], how != NoPrice
 }
 
 // Scale returns the price multiplied by f; f ≤ 0 (unset) or NaN leaves
@@ -66,7 +73,8 @@ func (pr Price) Scale(f float64) Price {
 		return pr
 	}
 	return Price{Input: pr.Input * f, CachedInput: pr.CachedInput * f, CacheWrite: pr.CacheWrite * f,
-		CacheWrite1h: pr.CacheWrite1h * f, Output: pr.Output * f}
+		CacheWrite1h: pr.CacheWrite1h * f, AudioInput: pr.AudioInput * f, Output: pr.Output * f,
+		AudioOutput: pr.AudioOutput * f, ImageOutput: pr.ImageOutput * f}
 }
 
 // UsageCost returns the cost of usage in micro-dollars, rounded up.
@@ -83,20 +91,32 @@ func (pr Price) UsageCost(u Usage) int64 {
 	if write1h == 0 {
 		write1h = 2 * pr.Input
 	}
-	plain := max(0, u.InputTokens-u.CachedInputTokens-u.CacheWriteTokens-u.CacheWrite1hTokens)
+	audioIn := cmp.Or(pr.AudioInput, pr.Input)
+	audioOut := cmp.Or(pr.AudioOutput, pr.Output)
+	imageOut := cmp.Or(pr.ImageOutput, pr.Output)
+	plain := max(0, u.InputTokens-u.CachedInputTokens-u.CacheWriteTokens-u.CacheWrite1hTokens-u.AudioInputTokens)
+	text := max(0, u.OutputTokens-u.AudioOutputTokens-u.ImageOutputTokens)
 	c := float64(plain)*pr.Input +
 		float64(u.CachedInputTokens)*cached +
 		float64(u.CacheWriteTokens)*write +
 		float64(u.CacheWrite1hTokens)*write1h +
-		float64(u.OutputTokens)*pr.Output
+		float64(u.AudioInputTokens)*audioIn +
+		float64(text)*pr.Output +
+		float64(u.AudioOutputTokens)*audioOut +
+		float64(u.ImageOutputTokens)*imageOut
 	return microCeil(c)
 }
 
 // EstimateCost returns the cost of an estimate in micro-dollars, with all
 // input at the full input price: a reservation must not count on a cache
-// hit it cannot know about.
+// hit it cannot know about. Where audio or image rates are set above the
+// text rates, the dearest rate of each side prices it, as the estimate
+// cannot tell how much of the request, or of its answer, is audio or
+// image: the settlement refunds what the usage shows was text.
 func (pr Price) EstimateCost(e Estimate) int64 {
-	return microCeil(float64(e.InputTokens)*pr.Input + float64(e.OutputTokens)*pr.Output)
+	in := max(pr.Input, pr.AudioInput)
+	out := max(pr.Output, pr.AudioOutput, pr.ImageOutput)
+	return microCeil(float64(e.InputTokens)*in + float64(e.OutputTokens)*out)
 }
 
 // microCeil rounds a cost up to whole micro-dollars, ignoring the

@@ -67,12 +67,21 @@ type Store interface {
 	// charges nothing and leaves no record. The result holds one state
 	// per item, in order, either way. It returns ErrReleased, charging
 	// nothing, if Release for req.ID came first.
+	//
+	// An Optional item never keeps the others from being charged: the
+	// request is admitted when every other item fits, and an optional
+	// item is then charged only if it fits itself (its state's Fits says
+	// whether it was). The record remembers which optional items were
+	// not charged, so that Release refunds none of them (nor returns a
+	// lease that one of them did not take).
 	Reserve(ctx context.Context, req ReserveRequest) (ReserveResult, error)
 	// Settle replaces each item's reserved amount with its actual amount
 	// and deletes the reservation's record, in one atomic step, if the
 	// record is there. If not, it changes nothing and returns
 	// ErrNoReservation: settling again is a no-op, so a retry after an
-	// ambiguous failure never double-books.
+	// ambiguous failure never double-books. Its items are those the
+	// reservation charged: an optional item Reserve did not charge is
+	// left out, as the Limiter leaves it out.
 	Settle(ctx context.Context, req SettleRequest) error
 	// Release undoes a reservation whose Reserve failed without a clear
 	// answer, req being what that Reserve was asked. If the reservation
@@ -95,6 +104,8 @@ type Counter struct {
 	Burst     int64
 	Window    time.Duration
 	Calendar  Calendar
+	// Location is the time zone of a calendar window; nil means UTC.
+	Location *time.Location
 }
 
 // Capacity is the most the counter can hold.
@@ -109,6 +120,9 @@ func (c *Counter) Capacity() int64 {
 type ReserveItem struct {
 	Counter
 	Amount int64
+	// Optional items (a shadow limit's) are charged when they fit and
+	// never veto the reservation; see [Store.Reserve].
+	Optional bool
 }
 
 // ReserveRequest is one atomic, all-or-nothing reservation. Its items

@@ -33,24 +33,39 @@ type Usage struct {
 	// one hour lifetime.
 	CacheWriteTokens   int64
 	CacheWrite1hTokens int64
+	// AudioInputTokens is the part of InputTokens that is audio (OpenAI's
+	// prompt_tokens_details.audio_tokens, Gemini's AUDIO modality), not
+	// read from a cache, billed at the audio input rate.
+	AudioInputTokens int64
 	// OutputTokens is all output, reasoning included, across all choices.
 	OutputTokens int64
+	// AudioOutputTokens and ImageOutputTokens are the parts of
+	// OutputTokens that are audio and images, billed at their own rates.
+	AudioOutputTokens int64
+	ImageOutputTokens int64
 }
 
 // Clamp returns u with every count within 0..MaxTokens and the parts of
-// the input (cached reads, cache writes) no larger than the input they
-// are part of, so that no price is computed on a negative remainder.
+// the input (cached reads, cache writes, audio) and of the output (audio,
+// images) no larger than what they are part of, taken in that order, so
+// that no price is computed on a negative remainder.
 func (u Usage) Clamp() Usage {
 	in := ClampTokens(u.InputTokens)
 	cached := min(ClampTokens(u.CachedInputTokens), in)
 	w5 := min(ClampTokens(u.CacheWriteTokens), in-cached)
 	w1h := min(ClampTokens(u.CacheWrite1hTokens), in-cached-w5)
+	audioIn := min(ClampTokens(u.AudioInputTokens), in-cached-w5-w1h)
+	out := ClampTokens(u.OutputTokens)
+	audioOut := min(ClampTokens(u.AudioOutputTokens), out)
 	return Usage{
 		InputTokens:        in,
 		CachedInputTokens:  cached,
 		CacheWriteTokens:   w5,
 		CacheWrite1hTokens: w1h,
-		OutputTokens:       ClampTokens(u.OutputTokens),
+		AudioInputTokens:   audioIn,
+		OutputTokens:       out,
+		AudioOutputTokens:  audioOut,
+		ImageOutputTokens:  min(ClampTokens(u.ImageOutputTokens), out-audioOut),
 	}
 }
 

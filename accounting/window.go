@@ -11,7 +11,13 @@ import (
 
 // FixedWindowAt returns the index of the fixed window holding now (µs) and
 // the time (µs) at which it ends.
+//
+// A calendar window in a time zone ([Counter.Zoned]) is indexed by its
+// start (µs), a UTC calendar day likewise.
 func FixedWindowAt(c *Counter, now int64) (index, end int64) {
+	if c.Zoned() || c.Calendar == CalendarDay {
+		return calendarWindow(c.Calendar, c.location(), now)
+	}
 	if c.Calendar == CalendarMonth {
 		t := time.UnixMicro(now).UTC()
 		y, m, _ := t.Date()

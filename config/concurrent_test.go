@@ -47,18 +47,11 @@ func TestParseConcurrentLimitErrors(t *testing.T) {
 		{"lease on another limit", limitsConfig("{name: a, dimension: tokens, limit: 2, window: 1m, lease: 1m}"),
 			"config: limits[0].lease: only a concurrent limit has a lease"},
 		{"fractional limit", limitsConfig("{name: a, dimension: concurrent, limit: 2.5}"),
-			"config: limits[0].limit: 2.5 must be a whole number of concurrent"},
+			"config: limits[0].limit: 2.5 must be a whole number of requests in flight"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse([]byte(tt.config))
-			got := "<nil>"
-			if err != nil {
-				got = err.Error()
-			}
-			if got != tt.want {
-				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
-			}
+			wantParseError(t, tt.config, tt.want)
 		})
 	}
 }

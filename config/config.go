@@ -333,6 +333,10 @@ func (c *Config) limits(f *file, p *problems) {
 		default:
 			p.add(field+".on_store_error", "%q is not deny or allow", lf.OnStoreError)
 		}
+		if l.Mode, err = accounting.ParseMode(lf.Mode); err != nil {
+			p.add(field+".mode", "%v", err)
+		}
+		timeZone(&l, lf, field, p)
 		for j, attr := range lf.Scope {
 			if !known(attr) {
 				p.add(fmt.Sprintf("%s.scope[%d]", field, j), "%q has no source under identity.attributes (and is not model or api)", attr)
@@ -381,7 +385,11 @@ func amount(d accounting.Dimension, v float64) (int64, error) {
 		return int64(math.Round(v * 1e6)), nil
 	}
 	if v != math.Trunc(v) {
-		return 0, fmt.Errorf("%v must be a whole number of %s", v, d)
+		unit := d.String()
+		if d == accounting.Concurrent {
+			unit = "requests in flight"
+		}
+		return 0, fmt.Errorf("%v must be a whole number of %s", v, unit)
 	}
 	return int64(v), nil
 }

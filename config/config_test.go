@@ -358,14 +358,7 @@ func TestParseErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse([]byte(tt.config))
-			got := "<nil>"
-			if err != nil {
-				got = err.Error()
-			}
-			if got != tt.want {
-				t.Errorf("got  %s\nwant %s", got, tt.want)
-			}
+			wantParseError(t, tt.config, tt.want)
 		})
 	}
 }
@@ -459,14 +452,7 @@ func TestParseLeavesOutFollowOnProblems(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse([]byte(tt.config))
-			got := "<nil>"
-			if err != nil {
-				got = err.Error()
-			}
-			if got != tt.want {
-				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
-			}
+			wantParseError(t, tt.config, tt.want)
 		})
 	}
 }
@@ -606,5 +592,19 @@ func TestCompareFields(t *testing.T) {
 	}
 	if got := compareFields("limits[09]", "limits[9]"); got != 0 {
 		t.Errorf("compareFields(limits[09], limits[9]): got %d, want 0 (leading zeros do not count)", got)
+	}
+}
+
+// wantParseError checks that Parse refuses config with exactly the error
+// text want (every problem, one a line).
+func wantParseError(t *testing.T, config, want string) {
+	t.Helper()
+	_, err := Parse([]byte(config))
+	got := "<nil>"
+	if err != nil {
+		got = err.Error()
+	}
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }

@@ -119,7 +119,10 @@ type priceFile struct {
 	CachedInput  float64 `yaml:"cached_input"`
 	CacheWrite   float64 `yaml:"cache_write"`
 	CacheWrite1h float64 `yaml:"cache_write_1h"`
+	AudioInput   float64 `yaml:"audio_input"`
 	Output       float64 `yaml:"output"`
+	AudioOutput  float64 `yaml:"audio_output"`
+	ImageOutput  float64 `yaml:"image_output"`
 }
 
 type limitFile struct {
@@ -132,6 +135,8 @@ type limitFile struct {
 	Window       string            `yaml:"window"`
 	Burst        float64           `yaml:"burst"`
 	OnStoreError string            `yaml:"on_store_error"`
+	Mode         string            `yaml:"mode"`
+	TimeZone     string            `yaml:"time_zone"`
 	LimitFrom    *limitFromFile    `yaml:"limit_from"`
 	Lease        string            `yaml:"lease"`
 	MaxDuration  string            `yaml:"max_duration"`

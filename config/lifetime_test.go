@@ -55,14 +55,7 @@ func TestParseLifetimeLimitErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse([]byte(tt.config))
-			got := "<nil>"
-			if err != nil {
-				got = err.Error()
-			}
-			if got != tt.want {
-				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
-			}
+			wantParseError(t, tt.config, tt.want)
 		})
 	}
 }

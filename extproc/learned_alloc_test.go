@@ -18,8 +18,16 @@ func TestLearnedLifecycleAllocs(t *testing.T) {
 	if _, samples, ok := l.est.Estimate(k); !ok || samples != 1 {
 		t.Fatalf("after one lifecycle: %d samples, estimate %v; want one, and an estimate", samples, ok)
 	}
-	base := testing.AllocsPerRun(200, func() { replay(t, plain, msgs) })
-	with := testing.AllocsPerRun(200, func() { replay(t, learning, msgs) })
+	// The least of three measurements each: a pool emptied by a GC
+	// mid-measurement adds an allocation to one average or the other.
+	least := func(s processor) float64 {
+		n := testing.AllocsPerRun(200, func() { replay(t, s, msgs) })
+		for range 2 {
+			n = min(n, testing.AllocsPerRun(200, func() { replay(t, s, msgs) }))
+		}
+		return n
+	}
+	base, with := least(plain), least(learning)
 	if with > base {
 		t.Errorf("allocations per lifecycle: %.0f learning, %.0f without; want no more", with, base)
 	}

@@ -36,4 +36,8 @@ const (
 	MetaActualOutputTokens = "actual_output_tokens"
 	// MetaSettledOn is the settlement's Basis.
 	MetaSettledOn = "settled_on"
+	// MetaShadowRejected names, comma-separated, the shadow limits
+	// (mode: shadow) that would have rejected an admitted request; absent
+	// when none would.
+	MetaShadowRejected = "shadow_rejected"
 )

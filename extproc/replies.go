@@ -130,8 +130,8 @@ func per(l *accounting.Limit) string {
 		// Requests in flight at once; when one ends is not known, so
 		// the retry-after is accounting.ConcurrentRetryAfter.
 		return " in flight at once"
-	case l.Calendar == accounting.CalendarMonth:
-		return " per calendar month"
+	case l.Calendar != accounting.NoCalendar:
+		return " per " + l.CalendarName()
 	case l.Algorithm == accounting.TokenBucket:
 		return fmt.Sprintf(" (refilling %s per %s)", formatAmount(l.Dimension, l.Limit), l.Window)
 	}

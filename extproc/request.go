@@ -235,6 +235,9 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 	} else {
 		md.str(MetaDecision, "admitted")
 	}
+	if sr := st.res.ShadowRejected; sr != nil {
+		md.str(MetaShadowRejected, limitNames(sr))
+	}
 	md.attach(&r.resp)
 	edited, err := api.Inject(body, &st.req, llm.InjectOptions{OutputCap: o.InjectOutputCap, StreamUsage: o.InjectStreamUsage})
 	if err != nil {

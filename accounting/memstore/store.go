@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,6 +30,10 @@ type Store struct {
 	// time of the release that left a tombstone. Either counts until
 	// accounting.RecordTTL after that time.
 	records map[string]int64
+	// skipped holds, for a record whose reservation left optional items
+	// uncharged, their indexes: Release must not refund them. Most
+	// reservations have none, and no entry.
+	skipped map[string][]int
 }
 
 var _ accounting.Store = (*Store)(nil)
@@ -43,6 +48,7 @@ func New(opts Options) *Store {
 		now:      now,
 		counters: make(map[string]*counter),
 		records:  make(map[string]int64),
+		skipped:  make(map[string][]int),
 	}
 }
 
@@ -59,10 +65,15 @@ func (s *Store) Reserve(ctx context.Context, req accounting.ReserveRequest) (acc
 	s.expireSampleLocked(now)
 
 	res.Admitted = true
+	var skipped []int
 	for i := range req.Items {
 		it := &req.Items[i]
 		res.States[i] = s.counterLocked(&it.Counter, now).check(&it.Counter, it.Amount, now)
-		if !res.States[i].Fits {
+		switch {
+		case res.States[i].Fits:
+		case it.Optional:
+			skipped = append(skipped, i)
+		default:
 			res.Admitted = false
 		}
 	}
@@ -73,8 +84,16 @@ func (s *Store) Reserve(ctx context.Context, req accounting.ReserveRequest) (acc
 		return accounting.ReserveResult{}, accounting.ErrReleased
 	}
 	s.records[req.ID] = now
+	delete(s.skipped, req.ID)
+	if skipped != nil {
+		s.skipped[req.ID] = skipped
+	}
 	for i := range req.Items {
 		it := &req.Items[i]
+		if !res.States[i].Fits {
+			// An optional item that does not fit: not charged.
+			continue
+		}
 		if it.Algorithm == accounting.Leases {
 			s.counters[it.Key].takeLease(&it.Counter, req.ID, it.Amount, now, &res.States[i])
 			continue
@@ -97,7 +116,7 @@ func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error 
 	if t, ok := s.recordLocked(req.ID, now); !ok || t < 0 {
 		return accounting.ErrNoReservation
 	}
-	delete(s.records, req.ID)
+	s.deleteRecordLocked(req.ID)
 	for i := range req.Items {
 		it := &req.Items[i]
 		if it.Algorithm == accounting.Leases {
@@ -128,12 +147,18 @@ func (s *Store) Release(ctx context.Context, req accounting.ReserveRequest) (boo
 	case ok && t < 0:
 		return false, nil
 	case !ok:
+		s.deleteRecordLocked(req.ID)
 		s.records[req.ID] = -now
 		return false, nil
 	}
-	delete(s.records, req.ID)
+	skipped := s.skipped[req.ID]
+	s.deleteRecordLocked(req.ID)
 	for i := range req.Items {
 		it := &req.Items[i]
+		if slices.Contains(skipped, i) {
+			// Not charged (no lease taken): nothing to give back.
+			continue
+		}
 		if it.Algorithm == accounting.Leases {
 			s.returnLeaseLocked(it.Key, req.ID)
 			continue
@@ -160,6 +185,12 @@ func (s *Store) recordLocked(id string, now int64) (int64, bool) {
 		return 0, false
 	}
 	return t, true
+}
+
+// deleteRecordLocked deletes id's record and what it remembers.
+func (s *Store) deleteRecordLocked(id string) {
+	delete(s.records, id)
+	delete(s.skipped, id)
 }
 
 // recordLive reports whether a record or tombstone of time t still counts.
@@ -227,7 +258,7 @@ func (s *Store) expireSampleLocked(now int64) {
 	n = 0
 	for id, t := range s.records {
 		if !recordLive(t, now) {
-			delete(s.records, id)
+			s.deleteRecordLocked(id)
 		}
 		if n++; n == sampleSize {
 			break

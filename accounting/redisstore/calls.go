@@ -26,7 +26,18 @@ const (
 	codeBucket   = 3
 	codeLeases   = 4
 	codeLifetime = 5
+	// codeZoned is a calendar window in a time zone (or a UTC calendar
+	// day): its period is its number among the call's zoned items, whose
+	// boundaries the call passes in ARGV[3] (see zones).
+	codeZoned = 6
+	// codeOptional is added to an optional item's code: every code is
+	// below it.
+	codeOptional = 8
 )
+
+// skippedLevel is SKIPPED of library.lua: the level tw_reserve answers
+// for an optional item it did not charge.
+const skippedLevel = -(1 << 60)
 
 // The functions take their items as one string of little-endian doubles
 // (Redis parses one argument instead of five per item, and Lua converts no
@@ -44,12 +55,15 @@ func appendNum(b []byte, v int64) []byte {
 // appendCounter appends the algorithm code, limit, capacity and period
 // (µs: the window, or a sliding window's slot) that the functions take for
 // c.
-func appendCounter(b []byte, c *accounting.Counter) ([]byte, error) {
+func appendCounter(b []byte, c *accounting.Counter, z *zones) ([]byte, error) {
 	var code, period int64
 	switch c.Algorithm {
 	case accounting.FixedWindow:
 		code, period = codeFixed, c.Window.Microseconds()
-		if c.Calendar == accounting.CalendarMonth {
+		switch {
+		case c.Zoned() || c.Calendar == accounting.CalendarDay:
+			code, period = codeZoned, z.add(c)
+		case c.Calendar == accounting.CalendarMonth:
 			code, period = codeMonth, 1
 		}
 	case accounting.SlidingWindow:
@@ -103,26 +117,33 @@ func (s *Store) clock() string {
 // recordKey is the Redis key of reservation id's record.
 func (s *Store) recordKey(id string) string { return s.prefix + RecordKeyPrefix + id }
 
-// reserveArgs returns the keys (the items' counters, then the record) and
-// the packed items of req, for tw_reserve and tw_release alike.
-func (s *Store) reserveArgs(req *accounting.ReserveRequest) ([]string, []byte, error) {
+// reserveArgs returns the keys (the items' counters, then the record),
+// the packed items of req and the zoned items' boundaries, for tw_reserve
+// and tw_release alike.
+func (s *Store) reserveArgs(req *accounting.ReserveRequest) ([]string, []byte, zones, error) {
 	n := len(req.Items)
 	keys := make([]string, n+1)
 	items := make([]byte, 0, 8*(counterNums+1)*n)
+	z := zones{s: s}
 	var err error
 	for i := range req.Items {
 		it := &req.Items[i]
 		keys[i] = s.prefix + it.Key
-		if items, err = appendCounter(items, &it.Counter); err != nil {
-			return nil, nil, err
+		at := len(items)
+		if items, err = appendCounter(items, &it.Counter, &z); err != nil {
+			return nil, nil, zones{}, err
+		}
+		if it.Optional {
+			code := numf(string(items[at:at+8]), 0)
+			binary.LittleEndian.PutUint64(items[at:], math.Float64bits(code+codeOptional))
 		}
 		if err := exact(it.Key, it.Amount); err != nil {
-			return nil, nil, err
+			return nil, nil, zones{}, err
 		}
 		items = appendNum(items, it.Amount)
 	}
 	keys[n] = s.recordKey(req.ID)
-	return keys, items, nil
+	return keys, items, z, nil
 }
 
 // Reserve implements [accounting.Store] with one call of tw_reserve.
@@ -133,14 +154,14 @@ func (s *Store) Reserve(ctx context.Context, req accounting.ReserveRequest) (acc
 		// gives, without a record.
 		return accounting.ReserveResult{Admitted: true, States: []accounting.CounterState{}}, nil
 	}
-	keys, items, err := s.reserveArgs(&req)
+	keys, items, z, err := s.reserveArgs(&req)
 	if err != nil {
 		return accounting.ReserveResult{}, err
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	reply, err := s.fcall(ctx, lib.reserve, keys, s.clock(), items).Text()
+	reply, err := s.call(ctx, lib.reserve, keys, items, &z).Text()
 	if err != nil {
 		return accounting.ReserveResult{}, unavailable(err)
 	}
@@ -148,34 +169,78 @@ func (s *Store) Reserve(ctx context.Context, req accounting.ReserveRequest) (acc
 	switch {
 	case len(reply) == 8 && num(reply, 0) == -1:
 		return accounting.ReserveResult{}, accounting.ErrReleased
-	case len(reply) == 8*(2+n+lifetimes(req.Items)) && num(reply, 0) == 1:
-		res.Admitted = true
-		now := num(reply, 1)
-		start := 2 + n // the lifetime items' run starts follow the levels
-		for i := range res.States {
-			res.States[i] = admitted(&req.Items[i].Counter, numf(reply, 2+i), now)
-			if req.Items[i].Algorithm == accounting.Lifetime {
-				res.States[i] = admittedLifetime(&req.Items[i].Counter, numf(reply, 2+i), num(reply, start), now)
-				start++
-			}
+	case len(reply) >= 8*2 && (num(reply, 0) == 1 || num(reply, 0) == 2):
+		if err := admittedStates(reply, req.Items, res.States); err != nil {
+			return accounting.ReserveResult{}, unavailable(err)
 		}
+		res.Admitted = true
 	case len(reply) == 8*(1+rejectedNums*n) && num(reply, 0) == 0:
 		for i := range res.States {
-			o := 1 + rejectedNums*i
-			res.States[i] = accounting.CounterState{
-				Remaining:  num(reply, o),
-				Reset:      accounting.Micros(num(reply, o+1)),
-				Fits:       num(reply, o+2) == 1,
-				RetryAfter: accounting.Micros(num(reply, o+3)),
-				NeverFits:  num(reply, o+4) == 1,
-				Expired:    num(reply, o+4) == 2,
-				Mark:       num(reply, o+5),
-			}
+			res.States[i] = rejectedState(reply, 1+rejectedNums*i)
 		}
 	default:
 		return accounting.ReserveResult{}, unavailable(fmt.Errorf("tw_reserve answered %d bytes for %d items", len(reply), n))
 	}
 	return res, nil
+}
+
+// admittedStates fills states from tw_reserve's answer to an admission
+// (see reserve in functions.lua):
+//
+//	code (1, or 2: some optional items were not charged), the store's time,
+//	a level per item (skippedLevel: an optional item not charged),
+//	a run start per lifetime item (0 for one not charged),
+//	rejectedNums per optional item not charged
+func admittedStates(reply string, items []accounting.ReserveItem, states []accounting.CounterState) error {
+	n := len(items)
+	bad := func() error {
+		return fmt.Errorf("tw_reserve answered %d bytes, code %d, for %d items", len(reply), num(reply, 0), n)
+	}
+	start := 2 + n                // the next lifetime item's run start
+	o := start + lifetimes(items) // the next uncharged item's state
+	if len(reply) < 8*o {
+		return bad()
+	}
+	now := num(reply, 1)
+	for i := range items {
+		c := &items[i].Counter
+		level := numf(reply, 2+i)
+		var run int64
+		if c.Algorithm == accounting.Lifetime {
+			run = num(reply, start)
+			start++
+		}
+		switch {
+		case level == skippedLevel:
+			if !items[i].Optional || num(reply, 0) != 2 || len(reply) < 8*(o+rejectedNums) {
+				return bad()
+			}
+			states[i] = rejectedState(reply, o)
+			o += rejectedNums
+		case c.Algorithm == accounting.Lifetime:
+			states[i] = admittedLifetime(c, level, run, now)
+		default:
+			states[i] = admitted(c, level, now)
+		}
+	}
+	if len(reply) != 8*o {
+		return bad()
+	}
+	return nil
+}
+
+// rejectedState reads the state of an item that did not fit from
+// tw_reserve's answer, its six doubles starting at the o-th.
+func rejectedState(reply string, o int) accounting.CounterState {
+	return accounting.CounterState{
+		Remaining:  num(reply, o),
+		Reset:      accounting.Micros(num(reply, o+1)),
+		Fits:       num(reply, o+2) == 1,
+		RetryAfter: accounting.Micros(num(reply, o+3)),
+		NeverFits:  num(reply, o+4) == 1,
+		Expired:    num(reply, o+4) == 2,
+		Mark:       num(reply, o+5),
+	}
 }
 
 // admitted is the state of counter c after an admitted reservation, from
@@ -225,6 +290,7 @@ func num(b string, i int) int64 { return int64(numf(b, i)) }
 func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error {
 	keys := make([]string, 0, len(req.Items)+1)
 	items := make([]byte, 0, 8*(counterNums+2)*len(req.Items))
+	z := zones{s: s}
 	var err error
 	for i := range req.Items {
 		it := &req.Items[i]
@@ -242,7 +308,7 @@ func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error 
 			return err
 		}
 		keys = append(keys, s.prefix+it.Key)
-		if items, err = appendCounter(items, &it.Counter); err != nil {
+		if items, err = appendCounter(items, &it.Counter, &z); err != nil {
 			return err
 		}
 		items = appendNum(items, delta)
@@ -252,7 +318,7 @@ func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error 
 
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	applied, err := s.fcall(ctx, lib.settle, keys, s.clock(), items).Int64()
+	applied, err := s.call(ctx, lib.settle, keys, items, &z).Int64()
 	if err != nil {
 		return unavailable(err)
 	}
@@ -264,13 +330,13 @@ func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error 
 
 // Release implements [accounting.Store] with one call of tw_release.
 func (s *Store) Release(ctx context.Context, req accounting.ReserveRequest) (bool, error) {
-	keys, items, err := s.reserveArgs(&req)
+	keys, items, z, err := s.reserveArgs(&req)
 	if err != nil {
 		return false, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	released, err := s.fcall(ctx, lib.release, keys, s.clock(), items).Int64()
+	released, err := s.call(ctx, lib.release, keys, items, &z).Int64()
 	if err != nil {
 		return false, unavailable(err)
 	}

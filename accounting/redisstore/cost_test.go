@@ -41,6 +41,7 @@ func BenchmarkScriptCost(b *testing.B) {
 	for _, mix := range costMixes {
 		b.Run(mix.name, func(b *testing.B) { scriptCost(b, admin, s, mix.limits) })
 	}
+	b.Run("zoned3", func(b *testing.B) { scriptCost(b, admin, s, zonedLimits(b)) })
 	b.Run("memory", func(b *testing.B) { memoryCost(b, admin, s) })
 }
 
@@ -90,6 +91,21 @@ var costMixes = []struct {
 		{Name: "global", Algorithm: accounting.TokenBucket, Limit: 1 << 50, Window: time.Minute},
 	}},
 	{"bench4", benchLimits},
+}
+
+// zonedLimits are fixed3 on a team's calendar: days and a month in time
+// zones, which take the fast paths as UTC windows do.
+func zonedLimits(b *testing.B) []accounting.Limit {
+	berlin, err1 := time.LoadLocation("Europe/Berlin")
+	newYork, err2 := time.LoadLocation("America/New_York")
+	if err1 != nil || err2 != nil {
+		b.Fatal("tzdata: ", err1, err2)
+	}
+	return []accounting.Limit{
+		{Name: "user-day", Scope: []string{"user"}, Algorithm: accounting.FixedWindow, Calendar: accounting.CalendarDay, Window: 24 * time.Hour, Limit: 1 << 50, Location: berlin},
+		{Name: "tenant-day", Scope: []string{"tenant"}, Algorithm: accounting.FixedWindow, Calendar: accounting.CalendarDay, Window: 24 * time.Hour, Limit: 1 << 50, Location: berlin},
+		{Name: "tenant-month", Scope: []string{"tenant"}, Algorithm: accounting.FixedWindow, Calendar: accounting.CalendarMonth, Limit: 1 << 50, Location: newYork},
+	}
 }
 
 // costRounds is how many rounds of phases scriptCost runs.

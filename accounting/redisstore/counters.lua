@@ -37,7 +37,17 @@ end
 local month_from, month_to, month_idx = 0, 0, 0
 
 -- window is accounting.FixedWindowAt: the window holding t and its end.
+-- A zoned window is picked from the boundaries the caller computed (the
+-- window before the caller's, the caller's and the next), identified by
+-- its start.
 local function window(alg, p, t)
+  if alg == ZONED then
+    local b = 4 * p - 4
+    local s1, s2 = zb[b + 2], zb[b + 3]
+    if t < s1 then return zb[b + 1], s1 end
+    if t < s2 then return s1, s2 end
+    return s2, zb[b + 4]
+  end
   if alg == MONTH then
     if t >= month_from and t < month_to then return month_idx, month_to end
     local y, m = civil_from_days(floor(t / DAY))

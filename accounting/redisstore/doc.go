@@ -17,9 +17,10 @@
 // operators' read side ([Store.Peek], [Store.Top]) calls tw_peek, which
 // writes nothing. The Lua is a port of memstore's arithmetic (fixed
 // windows incl. calendar months, sliding windows of SlidingSlots+1 slots,
-// token buckets with float tokens), so a limit behaves the same on both
-// stores; a test drives both through thousands of random steps on one
-// clock and compares every answer.
+// token buckets with float tokens; a time zone's days and months picked
+// from boundaries the Go side computes, since Lua knows no zones), so a
+// limit behaves the same on both stores; a test drives both through
+// thousands of random steps on one clock and compares every answer.
 //
 // A library, unlike an EVAL script, defines its helper functions once,
 // when it is loaded, rather than on every call, and the code is written

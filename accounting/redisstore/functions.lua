@@ -51,13 +51,13 @@ local function fast_reserve(keys, vals, v, n)
       local sn, total, head = sunpack('<ddd', val)
       if sn ~= cur or amount > limit or total + amount > limit then return false end
       levels[i], fa[i], fb[i], fc[i], fd[i] = total + amount, total + amount, head + amount, val, cur
-    elseif alg >= LEASES then
+    elseif alg == LEASES or alg == LIFETIME then
       -- Leases and lifetime budgets take the general path.
       return false
     else
       if amount > limit then return false end
       local idx, e
-      if alg == MONTH then
+      if alg == MONTH or alg == ZONED then
         idx, e = window(alg, period, now)
       else
         idx = now / period
@@ -103,29 +103,56 @@ end
 -- item and writes its record, unless a live tombstone says that the
 -- reservation was released before it arrived: then it charges nothing.
 --
--- Returns packed doubles. Admitted: 1, the store's time, then per item its
--- counter's level after the charge: the used amount before it plus the
--- item's own amount (a window), or the tokens left (a bucket, after every
--- item on it); the caller derives the rest of memstore's answer from
--- these, as memstore computes it. Not admitted: 0, then per item
--- remaining, reset µs, fits, retry µs, never fits and mark. Released: the
--- single double -1.
+-- An optional item (its code plus OPTIONAL) never vetoes: the call is
+-- admitted when every other item fits, and the optional item is charged
+-- only if it fits too; the record lists those that were not.
+--
+-- Returns packed doubles. Admitted:
+--
+--   code, the store's time, levels (one per item), run starts (one per
+--   lifetime item), states (six per optional item left uncharged)
+--
+-- code is 1, or 2 when some optional items were left uncharged. An
+-- item's level is its counter's level after the charge: the used amount
+-- before it plus the item's own amount (a window, a lifetime budget, a
+-- count of leases), or the tokens left (a bucket, after every item on
+-- it); SKIPPED for an optional item left uncharged. The run starts are
+-- those of the lifetime items, in order, 0 for one left uncharged. The
+-- states are what a rejection gives (below) for each uncharged item, in
+-- order. The caller derives the rest of memstore's answer from these, as
+-- memstore computes it; a call without lifetime or uncharged items (the
+-- fast path's, always) is 1, the time and the levels alone. Not
+-- admitted: 0, then per item remaining, reset µs, fits, retry µs, never
+-- fits (1, or 2 for a lifetime budget whose time is up) and mark.
+-- Released: the single double -1.
 local function reserve(keys, args)
   if not call then init() end
   setclock(args[1])
+  setzones(args[3])
   local v, n = items(args[2], 5)
   member = keys[n + 1]
+  for i = 1, n do
+    local b = 5 * i - 4
+    local code = v[b]
+    if code >= OPTIONAL then
+      v[b], opt[i] = code - OPTIONAL, true
+    else
+      opt[i] = false
+    end
+  end
   local vals = load(keys, n)
   local answer = fast_reserve(keys, vals, v, n)
   if answer then return answer end
-  local admitted = true
+  local admitted, skipped = true, false
   for i = 1, n do
     local b = 5 * i - 5
     local l = level(state(keys, vals, i, v[b + 1], v[b + 2], v[b + 3], v[b + 4]), v[b + 5])
-    if l == nil then
-      admitted = false
-    else
+    if l ~= nil then
       levels[i] = l
+    elseif opt[i] then
+      levels[i], skipped = SKIPPED, true
+    else
+      admitted = false
     end
   end
   if not admitted then
@@ -136,12 +163,28 @@ local function reserve(keys, args)
     end
     return spack(FMT[1 + 6 * n] or fmt(1 + 6 * n), unpack(r))
   end
-  if not write_record(keys[n + 1]) then return spack('<d', -1) end
+  local rec, why = nil, nil
+  if skipped then
+    -- The record lists the items left uncharged, and the answer says
+    -- why, each as a rejection would, before anything is charged.
+    rec, why = { now }, {}
+    for i = 1, n do
+      if levels[i] == SKIPPED then
+        rec[#rec + 1] = i
+        local o = #why
+        why[o + 1], why[o + 2], why[o + 3], why[o + 4], why[o + 5], why[o + 6] = explain(sts[i], v[5 * i])
+      end
+    end
+    rec = spack(fmt(#rec), unpack(rec))
+  end
+  if not write_record(keys[n + 1], rec) then return spack('<d', -1) end
   -- Charge, as memstore's commit.
   for i = 1, n do
     local st, amount = sts[i], v[5 * i]
     local alg = st.alg
-    if alg == BUCKET then
+    if levels[i] == SKIPPED then
+      -- An optional item that does not fit: nothing to charge.
+    elseif alg == BUCKET then
       local t = st.t - amount
       st.t, st.dirty, levels[i] = t, true, t
     elseif alg == LIFETIME then
@@ -166,16 +209,23 @@ local function reserve(keys, args)
     end
   end
   save(n)
-  -- After the levels, the start of each lifetime item's run, in order.
+  -- After the levels, the start of each lifetime item's run, in order (0
+  -- for an optional one left uncharged, whose state follows).
   local k = n
   for i = 1, n do
     local st = sts[i]
     if st.alg == LIFETIME then
       k = k + 1
-      levels[k] = st.w
+      if levels[i] == SKIPPED then levels[k] = 0 else levels[k] = st.w end
     end
   end
-  return spack(FMT[2 + k] or fmt(2 + k), 1, now, unpack(levels, 1, k))
+  if not skipped then
+    return spack(FMT[2 + k] or fmt(2 + k), 1, now, unpack(levels, 1, k))
+  end
+  -- Then what a rejection gives for each optional item left uncharged.
+  local r = { 2, now, unpack(levels, 1, k) }
+  for j = 1, #why do r[#r + 1] = why[j] end
+  return spack(fmt(#r), unpack(r))
 end
 
 -- What fast_settle writes back for an item.
@@ -221,7 +271,7 @@ local function fast_settle(keys, vals, v, n)
       t = t - delta
       if t > cap then t = cap end
       fd[i], fa[i], fb[i], fc[i], fe[i] = BUCKET_STATE, t, at, keep, not val
-    elseif alg >= LEASES then
+    elseif alg == LEASES or alg == LIFETIME then
       -- Leases and lifetime budgets take the general path.
       return false
     elseif alg == SLIDING then
@@ -286,6 +336,7 @@ end
 local function settle_call(keys, args)
   if not call then init() end
   setclock(args[1])
+  setzones(args[3])
   local v, n = items(args[2], 6)
   local rkey = keys[n + 1]
   member = rkey
@@ -315,20 +366,29 @@ end
 local function release(keys, args)
   if not call then init() end
   setclock(args[1])
+  setzones(args[3])
   local v, n = items(args[2], 5)
   local rkey = keys[n + 1]
   member = rkey
-  local t = record(call('GET', rkey))
+  local raw = call('GET', rkey)
+  local t = record(raw)
   if t ~= nil and t < 0 then return 0 end
   if t == nil then
     call('SET', rkey, spack('<d', -now), 'PX', RECORD_PX)
     return 0
   end
   call('DEL', rkey)
+  -- The optional items the reservation left uncharged: nothing to refund.
+  local skip = {}
+  if #raw > 8 then
+    local r = { sunpack(fmt(#raw / 8), raw) }
+    for j = 2, #raw / 8 do skip[r[j]] = true end
+  end
   local vals = load(keys, n)
   for i = 1, n do
     local b = 5 * i - 5
     local alg, period = v[b + 1], v[b + 4]
+    if alg >= OPTIONAL then alg = alg - OPTIONAL end
     local st = state(keys, vals, i, alg, v[b + 2], v[b + 3], period)
     -- The mark the reservation got: its window or slot at time t.
     local mark = 0
@@ -337,17 +397,18 @@ local function release(keys, args)
     elseif alg == LIFETIME then
       -- The run it was charged to, if that is still the one.
       mark = st.w
-    elseif alg ~= BUCKET then
+    elseif alg ~= BUCKET and alg ~= LEASES then
       mark = window(alg, period, t)
     end
-    settle(st, -v[b + 5], mark)
+    if not skip[i] then settle(st, -v[b + 5], mark) end
   end
   save(n)
   return 1
 end
 
 -- peek (tw_peek): KEYS are counters; ARGV[2] packs four doubles per
--- counter: algorithm code, limit, capacity and period (as for tw_reserve).
+-- counter: algorithm code, limit, capacity and period, and ARGV[3] the
+-- zoned ones' boundaries (as for tw_reserve).
 -- It reads each counter as a reservation of nothing would (explain with
 -- amount 0) and writes nothing: a counter of leases is counted, not
 -- trimmed (ZCOUNT of the leases expiring after now, as level would leave
@@ -355,6 +416,7 @@ end
 local function peek(keys, args)
   if not call then init() end
   setclock(args[1])
+  setzones(args[3])
   local v, n = items(args[2], 4)
   local vals = load(keys, n)
   local r = {}

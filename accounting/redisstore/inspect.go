@@ -47,16 +47,17 @@ func (s *Store) peek(ctx context.Context, counters []accounting.Counter) ([]acco
 	n := len(counters)
 	keys := make([]string, n)
 	items := make([]byte, 0, 8*counterNums*n)
+	z := zones{s: s}
 	var err error
 	for i := range counters {
 		keys[i] = s.prefix + counters[i].Key
-		if items, err = appendCounter(items, &counters[i]); err != nil {
+		if items, err = appendCounter(items, &counters[i], &z); err != nil {
 			return nil, err
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	reply, err := s.fcall(ctx, lib.peek, keys, s.clock(), items).Text()
+	reply, err := s.call(ctx, lib.peek, keys, items, &z).Text()
 	if err != nil {
 		return nil, unavailable(err)
 	}

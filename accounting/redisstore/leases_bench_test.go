@@ -12,12 +12,18 @@ import (
 
 // BenchmarkLeaseRequest measures one request's store traffic (reserve
 // and settle) under a tokens limit plus a second limit per user: a
-// fixed-window request count (the fast paths) or a concurrent limit (a
-// lease; the general path), to show what a lease costs.
+// fixed-window request count or a calendar day in a time zone (the fast
+// paths) or a concurrent limit (a lease; the general path), to show what
+// a lease costs, and that a zoned day costs what a fixed window does.
 //
 //	go test -run '^$' -bench LeaseRequest -benchmem ./accounting/redisstore/
 func BenchmarkLeaseRequest(b *testing.B) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		b.Fatal(err)
+	}
 	second := map[string]accounting.Limit{
+		"zoned-day":  {Name: "user-rpd", Dimension: accounting.Requests, Scope: []string{"user"}, Algorithm: accounting.FixedWindow, Limit: 1 << 50, Calendar: accounting.CalendarDay, Window: 24 * time.Hour, Location: berlin},
 		"fixed":      {Name: "user-rph", Dimension: accounting.Requests, Scope: []string{"user"}, Algorithm: accounting.FixedWindow, Limit: 1 << 50, Window: time.Hour},
 		"concurrent": {Name: "user-parallel", Dimension: accounting.Concurrent, Scope: []string{"user"}, Algorithm: accounting.Leases, Limit: 1 << 20, Window: time.Minute},
 	}
@@ -25,7 +31,7 @@ func BenchmarkLeaseRequest(b *testing.B) {
 	srv := redistest.Start(b)
 	s := newStore(b, srv, Options{Timeout: testTimeout})
 	ctx := context.Background()
-	for _, name := range []string{"fixed", "concurrent"} {
+	for _, name := range []string{"fixed", "zoned-day", "concurrent"} {
 		lim := second[name]
 		b.Run(name, func(b *testing.B) {
 			items := make([][]accounting.ReserveItem, benchUsers)

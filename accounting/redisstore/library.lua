@@ -52,18 +52,32 @@
 -- its expiry is after now; expired ones are trimmed whenever the counter
 -- is checked, and the key's PX (the lease) reclaims an abandoned set.
 -- A reservation record (the last of KEYS) is one double: the reservation's
--- time, or minus the time of the release that left it as a tombstone.
+-- time, or minus the time of the release that left it as a tombstone;
+-- when the reservation left optional items uncharged, their indexes
+-- (1-based) follow the time.
 -- Either counts for RECORD_TTL from that time on the store's clock (as in
 -- memstore); PX reclaims the key on Redis's own.
 --
 -- Every call's ARGV[1] is the clock: "0" in production (TIME), or in the
 -- package's tests an offset (µs) added to TIME, or "@" and a frozen time
--- (µs). ARGV[2] packs the items.
+-- (µs). ARGV[2] packs the items; ARGV[3], only when some are calendar
+-- windows in a time zone, their windows' boundaries.
 
 local RING = SLOTS + 1 -- the slots a sliding window holds
 
--- Algorithm codes, as packed by the Go side.
+-- Algorithm codes, as packed by the Go side. tw_reserve and tw_release
+-- take an optional item's (a shadow limit's) code with OPTIONAL added, so
+-- every code stays below OPTIONAL.
 local FIXED, MONTH, SLIDING, BUCKET, LEASES, LIFETIME = 0, 1, 2, 3, 4, 5
+-- A calendar window in a time zone: its period is its number k among the
+-- call's zoned items, and ARGV[3] holds, as doubles, the boundaries
+-- 4k-3..4k of the windows around the caller's time (see window).
+local ZONED = 6
+local OPTIONAL = 8
+
+-- SKIPPED stands, in tw_reserve's answer, for the level of an optional
+-- item that was not charged: no level is ever that low.
+local SKIPPED = -2 ^ 60
 
 -- Redis's API and Lua's libraries are globals of a call, not of loading:
 -- the first call binds them.
@@ -89,10 +103,11 @@ local function fmt(k)
 end
 
 -- Scratch tables that every call reuses, Redis running one call at a time:
--- levels holds each item's level (see reserve), sts the items' states,
+-- levels holds each item's level (see reserve), opt whether it is
+-- optional, sts the items' states,
 -- pool the state tables (item i's is pool[i]), and fa to fe what the fast
 -- paths keep of each item between their two loops.
-local levels, sts, pool = {}, {}, {}
+local levels, sts, pool, opt = {}, {}, {}, {}
 local fa, fb, fc, fd, fe = {}, {}, {}, {}, {}
 
 -- now is the store's clock for the call (µs). pad lengthens key lifetimes
@@ -114,6 +129,18 @@ local function setclock(arg)
   else
     local t = call('TIME')
     now, pad = t[1] * 1000000 + t[2] + arg, 0
+  end
+end
+
+-- zb holds the boundaries of the call's zoned items (ARGV[3]), false
+-- when it has none.
+local zb = false
+
+local function setzones(arg)
+  if arg then
+    zb = { sunpack(FMT[#arg / 8] or fmt(#arg / 8), arg) }
+  else
+    zb = false
   end
 end
 
@@ -156,9 +183,10 @@ end
 
 -- write_record records an admitted reservation under rkey, unless a
 -- tombstone there says it was released before it arrived: then it
--- returns false, leaving the tombstone.
-local function write_record(rkey)
-  local old = call('SET', rkey, spack('<d', now), 'PX', RECORD_PX, 'GET')
+-- returns false, leaving the tombstone. val is the record when it is
+-- more than the time (see reserve); nil means the time alone.
+local function write_record(rkey, val)
+  local old = call('SET', rkey, val or spack('<d', now), 'PX', RECORD_PX, 'GET')
   if old then
     local t = record(old)
     if t ~= nil and t < 0 then

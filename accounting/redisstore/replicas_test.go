@@ -94,7 +94,9 @@ func TestClockSkew(t *testing.T) {
 
 // TestNoLocalClock pins the reason skew cannot matter: no non-test code
 // of the package reads the local clock (deadlines aside, which
-// context.WithTimeout sets).
+// context.WithTimeout sets), but for clockEstimate, which only places
+// the boundaries of a time zone's windows around the replica's time:
+// Redis's clock picks among them (TestZonedWindowFollowsTheStoreClock).
 func TestNoLocalClock(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {
@@ -110,6 +112,9 @@ func TestNoLocalClock(t *testing.T) {
 			t.Fatal(err)
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
+			if fn, ok := n.(*ast.FuncDecl); ok && name == "zones.go" && fn.Name.Name == "clockEstimate" {
+				return false
+			}
 			sel, ok := n.(*ast.SelectorExpr)
 			if !ok {
 				return true

@@ -29,6 +29,10 @@ type Store struct {
 	// set them, to drive the store's clock; in production both are zero.
 	offset atomic.Int64
 	frozen atomic.Int64
+	// skew (µs) is added to this replica's idea of the store's clock
+	// when it computes a time zone's window boundaries: the package's
+	// tests set it to show that Redis's clock picks the window.
+	skew atomic.Int64
 }
 
 var _ accounting.Store = (*Store)(nil)

@@ -41,23 +41,37 @@ func RunInspect(t *testing.T, newHarness func(t *testing.T) Harness) {
 	}
 }
 
-// inspectCounters are one counter of each algorithm, and a calendar
-// month, whose state barely moves while a test runs on a store whose
-// clock keeps running (a bucket refilling 100 an hour).
-func inspectCounters(prefix string) []accounting.Counter {
+// inspectCounters are one counter of each algorithm, a calendar month,
+// and a calendar day and month in time zones, whose state barely moves
+// while a test runs on a store whose clock keeps running (a bucket
+// refilling 100 an hour).
+func inspectCounters(t *testing.T, prefix string) []accounting.Counter {
 	month := accounting.Limit{Name: prefix + "-month", Algorithm: accounting.FixedWindow, Calendar: accounting.CalendarMonth, Limit: 100}
 	bucket := accounting.Limit{Name: prefix + "-bucket", Algorithm: accounting.TokenBucket, Limit: 100, Burst: 100, Window: time.Hour}
+	day := accounting.Limit{Name: prefix + "-day", Algorithm: accounting.FixedWindow, Calendar: accounting.CalendarDay,
+		Window: 24 * time.Hour, Limit: 100, Location: mustLoad(t, "Asia/Tokyo")}
+	zonedMonth := accounting.Limit{Name: prefix + "-zoned-month", Algorithm: accounting.FixedWindow, Calendar: accounting.CalendarMonth,
+		Limit: 100, Location: mustLoad(t, "America/New_York")}
 	return []accounting.Counter{
 		counter(prefix+"-fixed", accounting.FixedWindow, 100, time.Hour),
 		month.Counter(nil),
 		counter(prefix+"-sliding", accounting.SlidingWindow, 100, time.Hour),
 		bucket.Counter(nil),
+		day.Counter(nil),
+		zonedMonth.Counter(nil),
 	}
 }
 
 func name(c accounting.Counter) string {
-	if c.Calendar == accounting.CalendarMonth {
-		return "calendar_month"
+	zone := ""
+	if c.Location != nil {
+		zone = "_in_a_zone"
+	}
+	switch c.Calendar {
+	case accounting.CalendarMonth:
+		return "calendar_month" + zone
+	case accounting.CalendarDay:
+		return "calendar_day" + zone
 	}
 	return c.Algorithm.String()
 }
@@ -83,7 +97,7 @@ func assertUsage(t *testing.T, h Harness, got accounting.CounterUsage, used, rem
 }
 
 func testPeekAgrees(t *testing.T, h Harness, in accounting.Inspector) {
-	for _, c := range inspectCounters("peek") {
+	for _, c := range inspectCounters(t, "peek") {
 		t.Run(name(c), func(t *testing.T) {
 			fresh := peek(t, in, c)[0]
 			if _, ok := h.TTL(c.Key); ok {
@@ -111,7 +125,7 @@ func testPeekAgrees(t *testing.T, h Harness, in accounting.Inspector) {
 }
 
 func testPeekChargesNothing(t *testing.T, h Harness, in accounting.Inspector) {
-	for _, c := range inspectCounters("peek-free") {
+	for _, c := range inspectCounters(t, "peek-free") {
 		t.Run(name(c), func(t *testing.T) {
 			mustAdmit(t, h, c, 30)
 			for range 5 {
@@ -126,7 +140,7 @@ func testPeekChargesNothing(t *testing.T, h Harness, in accounting.Inspector) {
 // testPeekAfterOvercharge: a settlement that charged more than was left
 // shows as negative remaining and usage above capacity.
 func testPeekAfterOvercharge(t *testing.T, h Harness, in accounting.Inspector) {
-	for _, c := range inspectCounters("peek-over") {
+	for _, c := range inspectCounters(t, "peek-over") {
 		t.Run(name(c), func(t *testing.T) {
 			res, req := reserve(t, h, item(c, 90))
 			settle(t, h, req, res, 130)
@@ -139,7 +153,7 @@ func testPeekAfterOvercharge(t *testing.T, h Harness, in accounting.Inspector) {
 }
 
 func testReset(t *testing.T, h Harness, in accounting.Inspector) {
-	for _, c := range inspectCounters("reset") {
+	for _, c := range inspectCounters(t, "reset") {
 		t.Run(name(c), func(t *testing.T) {
 			other := c
 			other.Key += "-other"

@@ -68,6 +68,14 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"IdleExpiry", testIdleExpiry},
 		{"DistinctKeys", testDistinctKeys},
 		{"Concurrent", testConcurrent},
+		{"CalendarDayAcrossDST", testCalendarDayAcrossDST},
+		{"CalendarMonthInAZone", testCalendarMonthInAZone},
+		{"ZonedSettleAndRelease", testZonedSettleAndRelease},
+		{"Optional", testOptional},
+		{"OptionalReleaseAndSettle", testOptionalReleaseAndSettle},
+		{"OptionalLease", testOptionalLease},
+		{"OptionalLifetime", testOptionalLifetime},
+		{"MixedKinds", testMixedKinds},
 	}
 	tests = append(tests, leaseTests...)
 	tests = append(tests, lifetimeTests...)

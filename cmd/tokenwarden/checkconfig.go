@@ -100,6 +100,7 @@ func printConfig(w io.Writer, cfg *config.Config) {
 		fmt.Fprintf(w, "identity %s from %s\n", a.Name, src)
 	}
 	fmt.Fprintf(w, "required: %s\n", strings.Join(s.Identity.Required, ", "))
+	printPrices(w, cfg.Accounting.Prices, cfg.Accounting.Limits)
 	limits := cfg.Accounting.Limits
 	fmt.Fprintf(w, "%d limits:\n", len(limits))
 	for _, l := range limits {
@@ -108,8 +109,8 @@ func printConfig(w io.Writer, cfg *config.Config) {
 			scope = "per " + strings.Join(l.Scope, "+")
 		}
 		window := strings.TrimPrefix(humanWindow(l.Window), "1 ") // "per minute", "per 7 days"
-		if l.Calendar == accounting.CalendarMonth {
-			window = "calendar month"
+		if name := l.CalendarName(); name != "" {
+			window = name
 		}
 		line := fmt.Sprintf("  %-24s %s %s per %s, %s, %s", l.Name, formatLimit(l.Dimension, l.Limit), l.Dimension, window, scope, l.Algorithm)
 		if l.Dimension == accounting.Concurrent {
@@ -128,7 +129,11 @@ func printConfig(w io.Writer, cfg *config.Config) {
 		if len(l.Match) > 0 {
 			line += ", when " + humanMatch(l.Match, slices.Sorted(maps.Keys(l.Match)))
 		}
-		line += ", on store error " + l.OnStoreError.String()
+		if l.Mode == accounting.Shadow {
+			line += ", shadow: counted, never enforced"
+		} else {
+			line += ", on store error " + l.OnStoreError.String()
+		}
 		line += exhaustedLine(&l)
 		fmt.Fprintln(w, line)
 	}

@@ -75,12 +75,7 @@ limits:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := config.Parse([]byte(tt.config))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out strings.Builder
-			printConfig(&out, cfg)
+			out := printed(t, tt.config)
 			for _, want := range tt.want {
 				if !strings.Contains(out.String(), want) {
 					t.Errorf("output lacks %q:\n%s", want, out.String())
@@ -93,4 +88,17 @@ limits:
 			}
 		})
 	}
+}
+
+// printed returns what check-config prints for the config yaml, which
+// must be valid.
+func printed(t *testing.T, yaml string) *strings.Builder {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	printConfig(&out, cfg)
+	return &out
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/config"
 	"github.com/tokenwarden/tokenwarden/extproc"
 )
 
@@ -52,12 +51,7 @@ func TestPrintConfigLearned(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := config.Parse([]byte(tt.config))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out strings.Builder
-			printConfig(&out, cfg)
+			out := printed(t, tt.config)
 			if !strings.Contains(out.String(), tt.want) {
 				t.Errorf("output lacks %q:\n%s", tt.want, out.String())
 			}

@@ -508,12 +508,7 @@ func TestPrintAdminAPI(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := config.Parse([]byte(tt.config))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out strings.Builder
-			printConfig(&out, cfg)
+			out := printed(t, tt.config)
 			if !strings.Contains(out.String(), tt.want) || strings.Contains(out.String(), token) {
 				t.Errorf("got:\n%s\nwant a line with %q, and never the token", out.String(), tt.want)
 			}
@@ -562,6 +557,8 @@ func TestConfigWindow(t *testing.T) {
 		want  string
 	}{
 		{"month", accounting.Limit{Calendar: accounting.CalendarMonth}, "month"},
+		{"a calendar day in a zone", accounting.Limit{Calendar: accounting.CalendarDay, Window: 24 * time.Hour}, "day"},
+		{"24 hours", accounting.Limit{Window: 24 * time.Hour}, "1d"},
 		{"days", accounting.Limit{Window: 7 * 24 * time.Hour}, "7d"},
 		{"hours", accounting.Limit{Window: 36 * time.Hour}, "36h"},
 		{"minutes", accounting.Limit{Window: 90 * time.Minute}, "90m"},
@@ -571,6 +568,34 @@ func TestConfigWindow(t *testing.T) {
 		if got := configWindow(&tt.limit); got != tt.want {
 			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestDescribeShadowAndZone: the usage API names a shadow limit's mode
+// and a calendar window's time zone, as the config does, and says
+// neither for an enforced limit on UTC.
+func TestDescribeShadowAndZone(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name               string
+		limit              accounting.Limit
+		window, zone, mode string
+	}{
+		{"enforced, UTC", accounting.Limit{Algorithm: accounting.FixedWindow, Window: 24 * time.Hour}, "1d", "", ""},
+		{"a day in Berlin", accounting.Limit{Algorithm: accounting.FixedWindow, Calendar: accounting.CalendarDay, Window: 24 * time.Hour, Location: berlin}, "day", "Europe/Berlin", ""},
+		{"a shadow month in Berlin", accounting.Limit{Algorithm: accounting.FixedWindow, Calendar: accounting.CalendarMonth, Location: berlin, Mode: accounting.Shadow}, "month", "Europe/Berlin", "shadow"},
+		{"a shadow concurrent limit", accounting.Limit{Dimension: accounting.Concurrent, Algorithm: accounting.Leases, Window: 10 * time.Minute, Mode: accounting.Shadow}, "", "", "shadow"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j := describeLimit(&tt.limit)
+			if j.Window != tt.window || j.TimeZone != tt.zone || j.Mode != tt.mode {
+				t.Errorf("got window %q, time_zone %q, mode %q; want %q, %q, %q", j.Window, j.TimeZone, j.Mode, tt.window, tt.zone, tt.mode)
+			}
+		})
 	}
 }
 

@@ -25,6 +25,11 @@ type limitJSON struct {
 	Window      string `json:"window,omitempty"`
 	Lease       string `json:"lease,omitempty"`
 	MaxDuration string `json:"max_duration,omitempty"`
+	// TimeZone is the zone a calendar day or month follows; none for UTC.
+	TimeZone string `json:"time_zone,omitempty"`
+	// Mode is "shadow" for a limit counted but never enforced, absent
+	// for an enforced one (the config's default).
+	Mode string `json:"mode,omitempty"`
 	// Limit is the capacity: a token bucket's burst. For a limit with
 	// limit_from, the value the attributes asked about give.
 	Limit int64 `json:"limit"`
@@ -72,6 +77,12 @@ func describeLimit(l *accounting.Limit) limitJSON {
 	if l.Algorithm == accounting.TokenBucket {
 		j.Refill = l.Limit
 	}
+	if l.Location != nil && l.Location != time.UTC {
+		j.TimeZone = l.Location.String()
+	}
+	if l.Mode == accounting.Shadow {
+		j.Mode = l.Mode.String()
+	}
 	if f := l.From; f != nil {
 		j.LimitFrom = &limitFromJSON{Attribute: f.Attribute, Ceiling: f.Ceiling}
 	}
@@ -104,6 +115,8 @@ func configWindow(l *accounting.Limit) string {
 	switch {
 	case l.Calendar == accounting.CalendarMonth:
 		return "month"
+	case l.Calendar == accounting.CalendarDay:
+		return "day"
 	case d%(24*time.Hour) == 0:
 		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
 	case d%time.Hour == 0:

@@ -14,6 +14,11 @@ type Metadata struct {
 	Candidates int64 // candidatesTokenCount, thoughts excluded
 	Thoughts   int64 // thoughtsTokenCount
 	ToolPrompt int64 // toolUsePromptTokenCount
+	// The AUDIO part of the prompt, and the AUDIO and IMAGE parts of the
+	// candidates, from promptTokensDetails and candidatesTokensDetails.
+	AudioPrompt     int64
+	AudioCandidates int64
+	ImageCandidates int64
 }
 
 // ParseMetadata reads a usageMetadata object. Zero fields are often
@@ -37,6 +42,13 @@ func ParseMetadata(u gjson.Result) (Metadata, bool) {
 			dst = &m.Thoughts
 		case "toolUsePromptTokenCount", "tool_use_prompt_token_count":
 			dst = &m.ToolPrompt
+		case "promptTokensDetails", "prompt_tokens_details":
+			m.AudioPrompt = modalityCount(v, "AUDIO")
+			return true
+		case "candidatesTokensDetails", "candidates_tokens_details":
+			m.AudioCandidates = modalityCount(v, "AUDIO")
+			m.ImageCandidates = modalityCount(v, "IMAGE")
+			return true
 		default:
 			return true
 		}
@@ -54,6 +66,27 @@ func (m Metadata) Usage() accounting.Usage {
 	return accounting.Usage{
 		InputTokens:       m.Prompt + m.ToolPrompt,
 		CachedInputTokens: m.Cached,
+		AudioInputTokens:  m.AudioPrompt,
 		OutputTokens:      m.Candidates + m.Thoughts,
+		AudioOutputTokens: m.AudioCandidates,
+		ImageOutputTokens: m.ImageCandidates,
 	}.Clamp()
+}
+
+// modalityCount sums the token counts of one modality in a list of
+// ModalityTokenCount objects ({"modality": "AUDIO", "tokenCount": 120}),
+// saturating at accounting.MaxTokens.
+func modalityCount(list gjson.Result, modality string) int64 {
+	var n int64
+	list.ForEach(func(_, e gjson.Result) bool {
+		if e.Get("modality").Str == modality {
+			c := e.Get("tokenCount")
+			if !c.Exists() {
+				c = e.Get("token_count")
+			}
+			n = accounting.ClampTokens(n + llm.TokenCount(c))
+		}
+		return true
+	})
+	return n
 }

@@ -25,3 +25,29 @@ func TestAbsurdUsage(t *testing.T) {
 	}
 	llmtest.CheckUsage(t, GenerateContent{}, "text/event-stream", cases)
 }
+
+// TestModalityUsage: the AUDIO part of the prompt and the AUDIO and IMAGE
+// parts of the candidates are read from the modality details, summed per
+// modality and kept within the counts they are part of.
+func TestModalityUsage(t *testing.T) {
+	cases := []llmtest.Usage{
+		{Name: "audio in, image out", Body: `{"usageMetadata":{"promptTokenCount":500,"candidatesTokenCount":1300,` +
+			`"promptTokensDetails":[{"modality":"TEXT","tokenCount":20},{"modality":"AUDIO","tokenCount":480}],` +
+			`"candidatesTokensDetails":[{"modality":"IMAGE","tokenCount":1290},{"modality":"TEXT","tokenCount":10}]}}`,
+			Want: accounting.Usage{InputTokens: 500, AudioInputTokens: 480, OutputTokens: 1300, ImageOutputTokens: 1290}},
+		{Name: "proto names, audio out, repeated modality", Body: `{"usage_metadata":{"prompt_token_count":10,"candidates_token_count":100,` +
+			`"candidates_tokens_details":[{"modality":"AUDIO","token_count":60},{"modality":"AUDIO","token_count":30}]}}`,
+			Want: accounting.Usage{InputTokens: 10, OutputTokens: 100, AudioOutputTokens: 90}},
+		{Name: "details beyond the counts", Body: `{"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":5,` +
+			`"promptTokensDetails":[{"modality":"AUDIO","tokenCount":1e30}],` +
+			`"candidatesTokensDetails":[{"modality":"IMAGE","tokenCount":1e30},{"modality":"IMAGE","tokenCount":1e30}]}}`,
+			Want: accounting.Usage{InputTokens: 10, AudioInputTokens: 10, OutputTokens: 5, ImageOutputTokens: 5}},
+		{Name: "details of the wrong shape", Body: `{"usageMetadata":{"promptTokenCount":10,"promptTokensDetails":{"modality":"AUDIO"},"candidatesTokensDetails":7}}`,
+			Want: accounting.Usage{InputTokens: 10}},
+	}
+	llmtest.CheckUsage(t, GenerateContent{}, "application/json", cases)
+	for i := range cases {
+		cases[i].Body = "data: " + cases[i].Body + "\r\n\r\n"
+	}
+	llmtest.CheckUsage(t, GenerateContent{}, "text/event-stream", cases)
+}

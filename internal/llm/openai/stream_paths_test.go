@@ -114,7 +114,10 @@ func (g eventGen) usage() string {
 	return g.pick(`null`, `7`, g.object(
 		g.member(g.pick("prompt_tokens", "input_tokens"), g.pick("12", "1e3", "-4", "2.5", `"9"`, "null")),
 		g.member(g.pick("completion_tokens", "output_tokens"), g.pick("30", "0", "1e400")),
-		g.member(g.pick("prompt_tokens_details", "input_tokens_details"), g.pick(g.object(g.member("cached_tokens", "5")), "null", "[]")),
+		g.member(g.pick("prompt_tokens_details", "input_tokens_details"), g.pick(g.object(g.member("cached_tokens", "5")),
+			g.object(g.member("audio_tokens", g.pick("3", "1e30", `"4"`)), g.member("cached_tokens", "2")), "null", "[]")),
+		g.member(g.pick("completion_tokens_details", "output_tokens_details"), g.pick(g.object(g.member("audio_tokens", g.pick("6", "-1", "1e30"))),
+			g.object(g.member("reasoning_tokens", "8")), "null")),
 	), g.object())
 }
 

@@ -17,8 +17,9 @@ func (Chat) NewUsageReader(req *llm.Request, contentType string, opts llm.Reader
 
 // ParseUsage maps an OpenAI usage object onto accounting.Usage. It reads
 // both the chat/completions names (prompt_tokens, completion_tokens) and
-// the Responses API names (input_tokens, output_tokens). Cached tokens are
-// a part of the prompt, as OpenAI reports them.
+// the Responses API names (input_tokens, output_tokens). Cached and audio
+// tokens are parts of the prompt, audio tokens a part of the completion,
+// as OpenAI reports them (prompt_tokens_details, completion_tokens_details).
 func ParseUsage(u gjson.Result) (accounting.Usage, bool) {
 	if !u.IsObject() {
 		return accounting.Usage{}, false
@@ -33,6 +34,9 @@ func ParseUsage(u gjson.Result) (accounting.Usage, bool) {
 			out.OutputTokens, ok = llm.TokenCount(v), true
 		case "prompt_tokens_details", "input_tokens_details":
 			out.CachedInputTokens = llm.TokenCount(v.Get("cached_tokens"))
+			out.AudioInputTokens = llm.TokenCount(v.Get("audio_tokens"))
+		case "completion_tokens_details", "output_tokens_details":
+			out.AudioOutputTokens = llm.TokenCount(v.Get("audio_tokens"))
 		}
 		return true
 	})
@@ -61,6 +65,11 @@ func parseUsageRaw(u []byte) (accounting.Usage, bool) {
 		case "prompt_tokens_details", "input_tokens_details":
 			cached, _ := llm.JSONMember(v, "cached_tokens")
 			out.CachedInputTokens = llm.TokenCountRaw(cached)
+			audio, _ := llm.JSONMember(v, "audio_tokens")
+			out.AudioInputTokens = llm.TokenCountRaw(audio)
+		case "completion_tokens_details", "output_tokens_details":
+			audio, _ := llm.JSONMember(v, "audio_tokens")
+			out.AudioOutputTokens = llm.TokenCountRaw(audio)
 		}
 	}
 	return out.Clamp(), ok

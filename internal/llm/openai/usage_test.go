@@ -28,3 +28,19 @@ func TestAbsurdUsage(t *testing.T) {
 	}
 	llmtest.CheckUsage(t, Chat{}, "text/event-stream", cases)
 }
+
+// TestAudioUsage: audio tokens are read as parts of the prompt and the
+// completion, within them, in JSON bodies and streams alike.
+func TestAudioUsage(t *testing.T) {
+	cases := []llmtest.Usage{
+		{Name: "chat audio", Body: `{"usage":{"prompt_tokens":120,"completion_tokens":300,"prompt_tokens_details":{"cached_tokens":20,"audio_tokens":80},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":250}}}`,
+			Want: accounting.Usage{InputTokens: 120, CachedInputTokens: 20, AudioInputTokens: 80, OutputTokens: 300, AudioOutputTokens: 250}},
+		{Name: "audio above what is left", Body: `{"usage":{"prompt_tokens":100,"completion_tokens":10,"prompt_tokens_details":{"cached_tokens":90,"audio_tokens":50},"completion_tokens_details":{"audio_tokens":1e30}}}`,
+			Want: accounting.Usage{InputTokens: 100, CachedInputTokens: 90, AudioInputTokens: 10, OutputTokens: 10, AudioOutputTokens: 10}},
+	}
+	llmtest.CheckUsage(t, Chat{}, "application/json", cases)
+	for i := range cases {
+		cases[i].Body = "data: " + cases[i].Body + "\n\ndata: [DONE]\n\n"
+	}
+	llmtest.CheckUsage(t, Chat{}, "text/event-stream", cases)
+}
