@@ -5,11 +5,24 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // OnExhausted says what a request a limit refuses gets in place of the
 // refusal. The zero value is the refusal.
+//
+// A limit may have both a wait and a fallback. The wait comes first: the
+// client keeps the model it asked for when capacity returns in time.
+// Only when the wait ends in a refusal (it timed out, the request could
+// not wait, or the queue was full) is the request downgraded; a request
+// whose client left while it waited is neither served nor downgraded.
+// The fallback's reservation does not wait: the request has had its wait
+// (see [Limiter.ReserveWaitingOrDowngrade]).
 type OnExhausted struct {
+	// WaitUpTo lets a request this limit refuses wait up to this long
+	// for capacity instead of being refused at once (see wait.go);
+	// zero means no wait.
+	WaitUpTo time.Duration
 	// DowngradeTo is a model to send the request to instead: the
 	// request is reserved again as that model's (its limits and its
 	// price), and if that fits, the caller rewrites the request to name
@@ -126,15 +139,16 @@ func (d *Decision) DowngradeTo() string {
 // limit's fallback, to at most MaxDowngrades models in all, never one
 // tried before. can reports whether the caller can send the request to a
 // model (it can rewrite the request to name it); a fallback it cannot
-// take ends the chain.
+// take ends the chain. It never waits: see
+// [Limiter.ReserveWaitingOrDowngrade] for limits that also wait.
 //
 // It returns the reservation that decides the request, and, when that is
 // an admission on a fallback, the original model's refusal (whose Trip
 // names the limit that set off the downgrade); its Model is the model the
 // request named. A refusal that no fallback turns into an admission is
 // the original model's: the request the client sent, and the limit and
-// the wait that are its to know. A refused reservation holds nothing, so
-// nothing is released on the way.
+// the wait that are its to know; it alone is counted as a rejection. A
+// refused reservation holds nothing, so nothing is released on the way.
 //
 // When the store fails on a fallback's reservation, the fallback's limits
 // decide as they do for any request: an error if one of them fails
@@ -144,6 +158,42 @@ func (l *Limiter) ReserveOrDowngrade(ctx context.Context, req Request, can func(
 	if err != nil || first.Admitted {
 		return first, nil, err
 	}
+	return l.downgrade(ctx, req, first, can)
+}
+
+// ReserveWaitingOrDowngrade is [Limiter.ReserveOrDowngrade] for limits
+// that may also wait: the request is first reserved as
+// [Limiter.ReserveWaiting] reserves it (hold is its hold), and only a
+// refusal that wait ends in is downgraded. A request whose caller went
+// away while it waited (Wait.Outcome WaitCancelled) is returned refused,
+// not downgraded and not counted: there is no one to answer. The
+// fallbacks are reserved without waiting, whatever their limits say: the
+// request has waited its time already, and a second wait would hold the
+// client beyond the one its proxy's message timeout was extended for.
+//
+// A downgraded request's admission on the fallback carries the wait it
+// had on the model it named (Wait.Outcome WaitTimedOut or WaitQueueFull,
+// counted as such in tokenwarden_waited_total), as its refusal does: how
+// long the client was held is the request's, whichever model answers.
+func (l *Limiter) ReserveWaitingOrDowngrade(ctx context.Context, req Request, hold func(upTo time.Duration) error, can func(model string) bool) (res, refused *Reservation, err error) {
+	first, err := l.reserveWaiting(ctx, req, hold)
+	if err != nil || first.Admitted {
+		return first, nil, err
+	}
+	if first.Wait.Outcome == WaitCancelled {
+		return first, nil, nil
+	}
+	res, refused, err = l.downgrade(ctx, req, first, can)
+	if refused != nil {
+		res.Wait = first.Wait
+	}
+	return res, refused, err
+}
+
+// downgrade follows the fallbacks of first, req's refusal (see
+// ReserveOrDowngrade), and counts first as a rejection when none admits
+// the request.
+func (l *Limiter) downgrade(ctx context.Context, req Request, first *Reservation, can func(model string) bool) (res, refused *Reservation, err error) {
 	tried := []string{ModelFamily(req.Model)}
 	cur := first
 	for range MaxDowngrades {
@@ -165,7 +215,7 @@ func (l *Limiter) ReserveOrDowngrade(ctx context.Context, req Request, can func(
 		}
 		cur = next
 	}
-	l.m.rejectedBy.WithLabelValues(first.Trip.Limit.Name).Inc()
+	l.countRefusal(first)
 	return first, nil, nil
 }
 

@@ -39,8 +39,12 @@ type Limit struct {
 	// attribute, bounded by a ceiling, Limit being the value when the
 	// attribute has none; nil means Limit for every request.
 	From *LimitFrom
+	// ReserveFor keeps a share of the limit for a privileged tier of
+	// requests (see priority.go); nil keeps none.
+	ReserveFor *ReserveFor
 	// OnExhausted is what a request the limit refuses gets instead of
-	// the refusal; the zero value is the refusal.
+	// the refusal at once: a wait for capacity, a fallback model, or
+	// both (see exhausted.go); the zero value is the refusal.
 	OnExhausted OnExhausted
 }
 
@@ -95,6 +99,7 @@ func (l *Limit) Validate() error {
 	if l.Algorithm > Lifetime {
 		bad("algorithm", "unknown algorithm %d", l.Algorithm)
 	}
+	errs = append(errs, l.validateReserveFor())
 	// Checked before the algorithms that validate their own fields: a
 	// shadow limit and a time zone mean the same for every algorithm.
 	if l.Mode > Shadow {
@@ -104,6 +109,7 @@ func (l *Limit) Validate() error {
 		// Concurrent limits and lifetime budgets have no calendar either.
 		bad("time_zone", "only a calendar window (day or month) has a time zone")
 	}
+	errs = append(errs, l.validateWait()...)
 	errs = append(errs, l.validateExhausted()...)
 	if l.Dimension == Concurrent || l.Algorithm == Leases {
 		// A concurrent limit's window is its lease: checked there.

@@ -50,7 +50,14 @@ type Options struct {
 	// MaxPendingSettlements bounds the settlements and releases retrying
 	// at once; zero means DefaultMaxPendingSettlements.
 	MaxPendingSettlements int
-	Logger                *slog.Logger
+	// MaxWaiting bounds the requests waiting for capacity at once
+	// ([Limiter.ReserveWaiting]), and MaxWaitingPerKey those waiting on
+	// one limit's counter for one scope; zero means DefaultMaxWaiting
+	// and DefaultMaxWaitingPerKey. A request over either bound is
+	// refused at once, as without a wait.
+	MaxWaiting       int
+	MaxWaitingPerKey int
+	Logger           *slog.Logger
 	// Registerer receives the Limiter's metrics; nil means none.
 	Registerer prometheus.Registerer
 }
@@ -125,6 +132,10 @@ type background struct {
 	retries    sync.WaitGroup
 	closing    chan struct{}
 	closeOnce  sync.Once
+
+	// waits are the requests waiting for capacity, shared so that a
+	// reload bounds and orders them with those already waiting.
+	waits *waitQueue
 }
 
 // New returns a Limiter. It fails without a store, or if
@@ -159,6 +170,7 @@ func New(opts Options) (*Limiter, error) {
 		pending = DefaultMaxPendingSettlements
 	}
 	l.retrySlots = make(chan struct{}, pending)
+	l.waits = newWaitQueue(opts.MaxWaiting, opts.MaxWaitingPerKey)
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	l.idPrefix = hex.EncodeToString(b[:]) + "-"
@@ -221,6 +233,9 @@ type Decision struct {
 	// ShadowRejected lists the shadow limits that would have rejected
 	// an admitted request (see [Mode]); nil when none would.
 	ShadowRejected []*Limit
+	// Wait reports how a request held for capacity fared
+	// ([Limiter.ReserveWaiting]); zero for one that was not held.
+	Wait Wait
 }
 
 // Trip describes why a request was rejected.
@@ -241,6 +256,12 @@ type Trip struct {
 	// Expired reports, with Final, that the scope's wall-clock cap has
 	// passed.
 	Expired bool
+	// Key is the store key of Limit's counter for the request's scope:
+	// requests that wait for capacity queue by it.
+	Key string
+	// Wait is how long the request may wait for capacity to return
+	// ([OnExhausted.WaitUpTo]); zero when it may not (see waitFor).
+	Wait time.Duration
 }
 
 // DimState is one dimension's rate-limit figures.
@@ -259,6 +280,12 @@ type reservedItem struct {
 	counter Counter
 	amount  int64
 	mark    int64
+	// held is the share of the limit kept from this request for a
+	// privileged tier (see ReserveFor).
+	held int64
+	// remaining is what the counter had left after the reservation,
+	// which a provider's figures correct (see ProviderState).
+	remaining int64
 }
 
 // Reservation is an admitted request's hold on its limits. Settle it
@@ -274,10 +301,13 @@ type Reservation struct {
 	// PriceFactor is the request's, kept to price its settlement alike.
 	PriceFactor float64
 
-	l       *Limiter
-	items   []reservedItem
-	at      time.Time // when it was reserved, for the logs
-	settled atomic.Bool
+	l     *Limiter
+	items []reservedItem
+	// heldBack: refused only by what a limit keeps for a privileged
+	// tier (see [ReserveFor]).
+	heldBack bool
+	at       time.Time // when it was reserved, for the logs
+	settled  atomic.Bool
 }
 
 // Reserve decides whether req may spend its estimate and, if so, reserves
@@ -300,13 +330,14 @@ type Reservation struct {
 func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error) {
 	r, err := l.reserve(ctx, req)
 	if err == nil && !r.Admitted {
-		l.m.rejectedBy.WithLabelValues(r.Trip.Limit.Name).Inc()
+		l.countRefusal(r)
 	}
 	return r, err
 }
 
-// reserve is Reserve without counting a rejection: a refusal that a
-// downgrade turns into an admission is no rejection (see
+// reserve is Reserve without counting a rejection: a request that waits
+// for capacity is refused by each attempt but the last, and a refusal
+// that a downgrade turns into an admission is no rejection (see
 // [Limiter.ReserveOrDowngrade]).
 func (l *Limiter) reserve(ctx context.Context, req Request) (*Reservation, error) {
 	r := &Reservation{
@@ -332,6 +363,8 @@ func (l *Limiter) reserve(ctx context.Context, req Request) (*Reservation, error
 		if lim.From != nil {
 			lim = l.values.forRequest(lim, req.Attributes)
 		}
+		var held int64
+		lim, held = forTier(lim, req.Attributes)
 		var amount int64
 		switch lim.Dimension {
 		case Requests, Concurrent:
@@ -346,7 +379,7 @@ func (l *Limiter) reserve(ctx context.Context, req Request) (*Reservation, error
 		}
 		shadow := lim.Mode == Shadow
 		items = append(items, ReserveItem{Counter: lim.Counter(req.Attributes), Amount: amount, Optional: shadow})
-		r.items = append(r.items, reservedItem{limit: lim, amount: amount})
+		r.items = append(r.items, reservedItem{limit: lim, amount: amount, held: held})
 		// A shadow limit never fails a request, the store's failure
 		// included.
 		failClosed = failClosed || (lim.OnStoreError == FailClosed && !shadow)
@@ -381,6 +414,7 @@ func (l *Limiter) reserve(ctx context.Context, req Request) (*Reservation, error
 	for i := range r.items {
 		r.items[i].counter = items[i].Counter
 		r.items[i].mark = res.States[i].Mark
+		r.items[i].remaining = res.States[i].Remaining
 	}
 	if r.Admitted {
 		states := res.States
@@ -412,6 +446,7 @@ func (l *Limiter) reserve(ctx context.Context, req Request) (*Reservation, error
 		Applied: true, Limit: r.Trip.Limit.Capacity(), Remaining: r.Trip.Remaining, Reset: r.Trip.Reset,
 		Window: r.Trip.Limit.policyWindow(),
 	}
+	r.heldBack = heldBack(r.items, r.Trip)
 	r.items = nil
 	return r, nil
 }
@@ -461,5 +496,7 @@ func pickTrip(items []reservedItem, states []CounterState) (Trip, bool) {
 		NeverFits:  st.NeverFits,
 		Final:      items[best].limit.Algorithm == Lifetime,
 		Expired:    st.Expired,
+		Key:        items[best].counter.Key,
+		Wait:       waitFor(items, states),
 	}, true
 }

@@ -15,7 +15,15 @@ type metrics struct {
 	downgrades   *prometheus.CounterVec // limit
 	shadow       *prometheus.CounterVec // limit, outcome: would_admit|would_reject|store_error
 	pendingRetry prometheus.Gauge
-	leases       *prometheus.GaugeVec // limit
+	leases       *prometheus.GaugeVec   // limit
+	heldForTier  *prometheus.CounterVec // limit
+
+	providerBlocked   *prometheus.CounterVec // limit
+	providerCorrected *prometheus.CounterVec // limit
+
+	waited      *prometheus.CounterVec // outcome: see WaitOutcome
+	waitSeconds prometheus.Histogram
+	waiting     prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -52,9 +60,35 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tokenwarden_concurrent_leases",
 			Help: "Leases this replica holds on concurrent limits (requests admitted and not yet settled), by limit.",
 		}, []string{"limit"}),
+		heldForTier: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokenwarden_reserve_held_total",
+			Help: "Requests refused by a limit with reserve_for that the whole limit had room for: the share kept for the privileged tier held them back, by limit.",
+		}, []string{"limit"}),
+		providerBlocked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokenwarden_provider_blocked_total",
+			Help: "Upstream 429s that charged a provider limit (one scoped by provider) up to its capacity, blocking that provider scope on every replica, by limit.",
+		}, []string{"limit"}),
+		providerCorrected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokenwarden_provider_corrected_total",
+			Help: "Requests or tokens (the limit's unit) charged to a provider limit beyond usage because the provider's remaining headers showed less left than the counter, by limit.",
+		}, []string{"limit"}),
 	}
+	m.waited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tokenwarden_waited_total",
+		Help: "Requests a limit with on_exhausted.wait_up_to let wait for capacity, by outcome: admitted (capacity returned in time), timed_out (it would not: refused), cancelled (the client left while it waited), queue_full (refused at once: too many waiting), unavailable (the store failed under a deny limit while it waited).",
+	}, []string{"outcome"})
+	m.waitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "tokenwarden_wait_seconds",
+		Help:    "How long requests waited for capacity, whatever the outcome (queue_full excepted: it does not wait).",
+		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2, 3, 5, 10},
+	})
+	m.waiting = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tokenwarden_waiting",
+		Help: "Requests this replica holds while they wait for capacity.",
+	})
 	if reg != nil {
-		reg.MustRegister(m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.downgrades, m.shadow, m.pendingRetry, m.leases)
+		reg.MustRegister(m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.downgrades, m.shadow, m.pendingRetry, m.leases, m.heldForTier,
+			m.providerBlocked, m.providerCorrected, m.waited, m.waitSeconds, m.waiting)
 	}
 	return m
 }

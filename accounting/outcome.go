@@ -31,6 +31,10 @@ const (
 	// caller that rewrites the request counts it in place of the
 	// fallback's OutcomeAdmitted.
 	OutcomeDowngraded Outcome = "downgraded"
+	// OutcomeCancelled: the caller went away while its request waited
+	// for capacity ([Limiter.ReserveWaiting]); nothing was reserved,
+	// and no one is answered.
+	OutcomeCancelled Outcome = "cancelled"
 )
 
 // Outcome returns the decision's outcome.
@@ -44,6 +48,8 @@ func (d *Decision) Outcome() Outcome {
 		return OutcomeNeverFits
 	case d.Trip.Final:
 		return OutcomeRunOver
+	case d.Wait.Outcome == WaitCancelled:
+		return OutcomeCancelled
 	}
 	return OutcomeRejected
 }

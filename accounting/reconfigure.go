@@ -18,8 +18,9 @@ import (
 // made on it; a new limit starts from its counter as the store holds it.
 //
 // Of opts' other fields: Store must be nil or l's store, and
-// MaxPendingSettlements zero or the bound l was made with (the retry
-// slots are shared, so neither can change); Logger nil means l's;
+// MaxPendingSettlements, MaxWaiting and MaxWaitingPerKey zero or the
+// bounds l was made with (the retry slots and the requests waiting for
+// capacity are shared, so none of them can change); Logger nil means l's;
 // Registerer is ignored (the metrics are l's, and count for the new
 // limits too). Validate's problems are returned as New returns them.
 // Closing any of the Limiters made this way closes them all: they share
@@ -31,6 +32,9 @@ func (l *Limiter) Reconfigure(opts Options) (*Limiter, error) {
 	if opts.MaxPendingSettlements != 0 && opts.MaxPendingSettlements != cap(l.retrySlots) {
 		return nil, fmt.Errorf("accounting: Reconfigure cannot change MaxPendingSettlements (%d) to %d",
 			cap(l.retrySlots), opts.MaxPendingSettlements)
+	}
+	if (opts.MaxWaiting != 0 && opts.MaxWaiting != l.waits.max) || (opts.MaxWaitingPerKey != 0 && opts.MaxWaitingPerKey != l.waits.perKey) {
+		return nil, fmt.Errorf("accounting: Reconfigure cannot change MaxWaiting (%d) or MaxWaitingPerKey (%d)", l.waits.max, l.waits.perKey)
 	}
 	// New sets every default and prepares what it prepares per config;
 	// what it would make for itself alone is replaced by l's.

@@ -28,6 +28,12 @@ func (r *Reservation) Settled() bool { return r.settled.Load() }
 // its data), nothing can be booked: Settle logs and counts that and
 // returns nil.
 func (r *Reservation) Settle(ctx context.Context, usage Usage) (bool, error) {
+	return r.settle(ctx, usage, nil)
+}
+
+// settle is Settle, with the provider's corrections of ps when not nil
+// (see [Reservation.SettleProvider]).
+func (r *Reservation) settle(ctx context.Context, usage Usage, ps *ProviderState) (bool, error) {
 	if !r.settled.CompareAndSwap(false, true) {
 		return false, nil
 	}
@@ -51,6 +57,9 @@ func (r *Reservation) Settle(ctx context.Context, usage Usage) (bool, error) {
 			// The lease goes back.
 			actual = 0
 			l.m.leases.WithLabelValues(it.limit.Name).Dec()
+		}
+		if ps != nil {
+			actual += l.providerExtra(&r.items[i], actual, ps)
 		}
 		req.Items[i] = SettleItem{Counter: it.counter, Reserved: it.amount, Actual: actual, Mark: it.mark}
 	}

@@ -225,7 +225,7 @@ func (c *Config) identity(f *file) {
 	id := &c.Server.Identity
 	for _, name := range slices.Sorted(maps.Keys(f.Identity.Attributes)) {
 		a := f.Identity.Attributes[name]
-		src := extproc.AttributeSource{Name: name, Header: strings.ToLower(a.Header)}
+		src := extproc.AttributeSource{Name: name, Header: strings.ToLower(a.Header), EnvoyAttribute: a.EnvoyAttribute}
 		if m := a.Metadata; m != nil {
 			src.Metadata = &extproc.MetadataSource{Namespace: m.Namespace, Key: m.Key, Path: m.Path}
 		}
@@ -319,7 +319,7 @@ func (c *Config) limits(f *file, p *problems) {
 		} else if l.Window, l.Calendar, err = parseWindow(lf.Window); err != nil {
 			p.add(field+".window", "%v", err)
 		}
-		onExhaustedOf(&l, &lf)
+		onExhaustedOf(&l, &lf, field, p)
 		switch lf.OnStoreError {
 		case "":
 			// Money limits fail closed; a request count protects servers,
@@ -344,6 +344,12 @@ func (c *Config) limits(f *file, p *problems) {
 		}
 		if a := lf.LimitFrom; a != nil && a.Attribute != "" && !known(a.Attribute) {
 			p.add(field+".limit_from.attribute", "%q has no source under identity.attributes", a.Attribute)
+		}
+		if r := lf.ReserveFor; r != nil {
+			l.ReserveFor = &accounting.ReserveFor{Attribute: r.Attribute, Value: r.Value, Share: r.Share}
+			if r.Attribute != "" && !known(r.Attribute) {
+				p.add(field+".reserve_for.attribute", "%q has no source under identity.attributes (and is not model or api)", r.Attribute)
+			}
 		}
 		for _, attr := range slices.Sorted(maps.Keys(lf.Match)) {
 			if !known(attr) {

@@ -69,9 +69,10 @@ type identityFile struct {
 }
 
 type attributeFile struct {
-	Header   string        `yaml:"header"`
-	Metadata *metadataFile `yaml:"metadata"`
-	Default  *string       `yaml:"default"`
+	Header         string        `yaml:"header"`
+	Metadata       *metadataFile `yaml:"metadata"`
+	EnvoyAttribute string        `yaml:"envoy_attribute"`
+	Default        *string       `yaml:"default"`
 }
 
 type metadataFile struct {
@@ -140,7 +141,16 @@ type limitFile struct {
 	LimitFrom    *limitFromFile    `yaml:"limit_from"`
 	Lease        string            `yaml:"lease"`
 	MaxDuration  string            `yaml:"max_duration"`
+	ReserveFor   *reserveForFile   `yaml:"reserve_for"`
 	OnExhausted  *onExhaustedFile  `yaml:"on_exhausted"`
+}
+
+// reserveForFile keeps a share of a limit for the requests whose
+// attribute has the value.
+type reserveForFile struct {
+	Attribute string  `yaml:"attribute"`
+	Value     string  `yaml:"value"`
+	Share     float64 `yaml:"share"`
 }
 
 // limitFromFile takes a limit's value from an identity attribute; the

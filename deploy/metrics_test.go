@@ -202,6 +202,12 @@ func TestExportedMetrics(t *testing.T) {
 		"tokenwarden_config_last_reload_success_timestamp_seconds": nil,
 		"tokenwarden_config_info":                                  {"sha256"},
 		"tokenwarden_limit_values_total":                           {"limit", "source"},
+		"tokenwarden_reserve_held_total":                           {"limit"},
+		"tokenwarden_provider_blocked_total":                       {"limit"},
+		"tokenwarden_provider_corrected_total":                     {"limit"},
+		"tokenwarden_waited_total":                                 {"outcome"},
+		"tokenwarden_wait_seconds_bucket":                          {"le"},
+		"tokenwarden_waiting":                                      nil,
 
 		"tokenwarden_learned_output_requests_total":         {"estimate"},
 		"tokenwarden_learned_output_tokens_total":           {"kind"},

@@ -58,6 +58,9 @@ identity:
     user:   {metadata: {namespace: envoy.filters.http.jwt_authn, key: payload, path: [sub]}}
     run:    {header: x-agent-run-id}
     learn:  {header: x-e2e-learn}
+    provider: {header: x-e2e-provider}
+    cluster:  {envoy_attribute: xds.cluster_name}
+    account:  {envoy_attribute: "xds.route_metadata.filter_metadata['tokenwarden']['provider']"}
   required: [tenant]
 # An Azure OpenAI deployment serves the model it was created with, whatever
 # the body's "model" says.
@@ -103,6 +106,17 @@ limits:
     match: {tier: parallel}
     limit: 2
     lease: 10m
+  # Only for callers whose token says tier "wait": three requests per 2s
+  # window per tenant, and a refused request waits for the next window
+  # rather than getting a 429.
+  - name: e2e-wait
+    dimension: requests
+    scope: [tenant]
+    match: {tier: wait}
+    algorithm: fixed_window
+    limit: 3
+    window: 2s
+    on_exhausted: {wait_up_to: 3s}
   # An agent run's lifetime budget: three steps, for requests that name a
   # run.
   - name: e2e-run-steps
@@ -139,6 +153,23 @@ limits:
     algorithm: fixed_window
     limit: 1000000
     window: 31d
+  # A provider account, for the callers that name one in x-e2e-provider
+  # only: the provider's 429s and remaining figures correct it.
+  - name: e2e-provider-tokens
+    dimension: tokens
+    scope: [provider]
+    algorithm: fixed_window
+    limit: 100000
+    window: 31d
+  # The same account per upstream cluster and the account the route's
+  # metadata names, which Envoy sends in the request attributes the rig
+  # asks for.
+  - name: e2e-provider-cluster
+    dimension: requests
+    scope: [provider, cluster, account]
+    algorithm: fixed_window
+    limit: 500
+    window: 31d
 `
 
 // Figures of e2eConfig the tests compute with.
@@ -147,6 +178,8 @@ const (
 	e2eUserRequests = 1000
 	e2eTightTokens  = 3000
 	e2eTightName    = "e2e-tight-tokens"
+
+	e2eProviderClusterRequests = 500
 )
 
 // shared is the rig every e2e test uses.
@@ -271,7 +304,7 @@ func startRig(t *testing.T, envoyBin string) (*e2eRig, error) {
 	// process can take a port chosen in advance.
 	cfg := filepath.Join(dir, "envoy.yaml")
 	a := addrs{listen: "127.0.0.1:0", admin: "127.0.0.1:0", tokenwarden: r.tw.listen, upstream: r.llmAddr}
-	if err := os.WriteFile(cfg, renderBootstrap(t, a, e2eRigRoutes(t), e2eFallbackRoute(t, r.llm2Addr)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, renderBootstrap(t, a, e2eRigRoutes(t), e2eFallbackRoute(t, r.llm2Addr), e2eRigRequestAttributes(t)), 0o644); err != nil {
 		return nil, err
 	}
 	adminFile := filepath.Join(dir, "envoy-admin-address")

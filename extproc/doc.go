@@ -24,6 +24,10 @@
 //	                  error shape.
 //	response_headers  the x-ratelimit-* headers of the reservation replace
 //	                  the upstream's; the status decides the settlement.
+//	                  For a reservation on provider limits (scoped by the
+//	                  provider attribute), the provider's 429 and remaining
+//	                  figures are read first, and correct those limits at
+//	                  settlement (accounting.ProviderState).
 //	response_body     chunks are passed through untouched and fed to the
 //	                  API's usage reader; the reservation is settled before
 //	                  the reply to the last chunk.

@@ -26,8 +26,9 @@ type Identity struct {
 }
 
 // AttributeSource is where one attribute's value comes from: a request
-// header, or a string in Envoy's dynamic metadata (e.g. a claim of a JWT
-// verified by jwt_authn).
+// header, a string in Envoy's dynamic metadata (e.g. a claim of a JWT
+// verified by jwt_authn), or an Envoy attribute the filter sends with the
+// request headers (the upstream cluster, for a provider limit).
 type AttributeSource struct {
 	Name string
 	// Header is a lower-case request header name.
@@ -35,6 +36,11 @@ type AttributeSource struct {
 	// Metadata reads filter_metadata[Namespace][Key] and then Path into
 	// nested structs.
 	Metadata *MetadataSource
+	// EnvoyAttribute reads one of Envoy's attributes (xds.cluster_name,
+	// xds.route_name), which the filter sends when its
+	// request_attributes lists it: values a client cannot set, decided
+	// by the route the request matched.
+	EnvoyAttribute string
 	// Default applies when the source has no value and HasDefault is set.
 	Default    string
 	HasDefault bool
@@ -61,8 +67,9 @@ func (e *identityError) Error() string {
 }
 
 // resolve returns the request's attributes. headerValue looks up a request
-// header; md is the request's metadata context (may be nil).
-func (id *Identity) resolve(headerValue func(string) (string, bool), md *corev3.Metadata) (accounting.Attributes, error) {
+// header; md is the request's metadata context and ea the Envoy
+// attributes of its request headers message (either may be nil).
+func (id *Identity) resolve(headerValue func(string) (string, bool), md *corev3.Metadata, ea map[string]*structpb.Struct) (accounting.Attributes, error) {
 	attrs := make(accounting.Attributes, 0, len(id.Attributes)+2)
 	for i := range id.Attributes {
 		src := &id.Attributes[i]
@@ -72,6 +79,8 @@ func (id *Identity) resolve(headerValue func(string) (string, bool), md *corev3.
 			v, ok = headerValue(src.Header)
 		} else if src.Metadata != nil {
 			v, ok = metadataValue(md, src.Metadata)
+		} else if src.EnvoyAttribute != "" {
+			v, ok = scalarString(ea[attributesKey].GetFields()[src.EnvoyAttribute])
 		}
 		if ok && v == "" {
 			ok = false

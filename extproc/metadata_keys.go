@@ -40,4 +40,8 @@ const (
 	// (mode: shadow) that would have rejected an admitted request; absent
 	// when none would.
 	MetaShadowRejected = "shadow_rejected"
+	// MetaWaitSeconds is how long a request was held for capacity
+	// (on_exhausted.wait_up_to) before it was admitted or refused;
+	// absent when it was not held.
+	MetaWaitSeconds = "wait_seconds"
 )

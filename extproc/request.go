@@ -10,6 +10,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/internal/llm"
@@ -23,7 +24,7 @@ var (
 	bothLengths = []string{"accept-encoding", "content-length"}
 )
 
-func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata) (*extprocv3.ProcessingResponse, bool) {
+func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata, ea map[string]*structpb.Struct) (*extprocv3.ProcessingResponse, bool) {
 	if st.headersSeen {
 		return st.outOfOrder("request headers")
 	}
@@ -34,7 +35,7 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata) 
 	st.path, _ = headerValue(h, ":path")
 	st.target = st.s.classify(st.path)
 	api := st.target.api
-	attrs, err := st.s.opts.Identity.resolve(func(k string) (string, bool) { return headerValue(h, k) }, md)
+	attrs, err := st.s.opts.Identity.resolve(func(k string) (string, bool) { return headerValue(h, k) }, md, ea)
 	if err != nil {
 		var ie *identityError
 		if errors.As(err, &ie) && ie.missing != "" {
@@ -238,6 +239,7 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 	if sr := st.res.ShadowRejected; sr != nil {
 		md.str(MetaShadowRejected, limitNames(sr))
 	}
+	waitMetadata(&md, st.res)
 	md.attach(&r.resp)
 	edited, err := api.Inject(body, &st.req, llm.InjectOptions{OutputCap: o.InjectOutputCap, StreamUsage: o.InjectStreamUsage})
 	if err != nil {
@@ -295,11 +297,15 @@ func (st *stream) reserve(req accounting.Request, downgrade func(model string) b
 	var res, refused *accounting.Reservation
 	var err error
 	if downgrade != nil {
-		res, refused, err = st.s.opts.Limiter.ReserveOrDowngrade(st.ctx, req, downgrade)
+		res, refused, err = st.s.opts.Limiter.ReserveWaitingOrDowngrade(st.ctx, req, st.hold, downgrade)
 	} else {
-		res, err = st.s.opts.Limiter.Reserve(st.ctx, req)
+		res, err = st.s.opts.Limiter.ReserveWaiting(st.ctx, req, st.hold)
 	}
 	took := time.Since(start)
+	if !st.heldAt.IsZero() {
+		// The decision's own time; the wait is in tokenwarden_wait_seconds.
+		took = st.heldAt.Sub(start)
+	}
 	st.s.m.decision.Observe(took.Seconds())
 	if st.s.tracer != nil {
 		st.traceReserved(res, took)
@@ -321,6 +327,7 @@ func (st *stream) reserve(req accounting.Request, downgrade func(model string) b
 		md.str(MetaDecision, "rejected")
 		md.str(MetaLimit, res.Trip.Limit.Name)
 		md.num(MetaEstimateTokens, float64(res.Estimate.Total()))
+		waitMetadata(&md, res)
 		md.attach(resp)
 		return resp, true
 	}

@@ -18,6 +18,10 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders, attrs map[string]*st
 		st.status, _ = strconv.Atoi(s)
 	}
 	st.origin = responseOrigin(st.status, h, attrs)
+	if st.res != nil && st.res.HasProviderLimits() {
+		// Before the provider's rate-limit headers are removed below.
+		st.provider, st.hasProvider = providerState(st.status, st.origin, h)
+	}
 	if resp, last := st.checkMetered(); last {
 		return resp, true
 	}

@@ -239,6 +239,7 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	s.m.streams.Inc()
 	defer s.m.streams.Dec()
 	st := newStream(s, srv.Context())
+	st.out = srv
 	// Whatever ends the stream, an admitted request settles: a cancelled
 	// stream is how Envoy reports a client that went away.
 	defer st.finish()

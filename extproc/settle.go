@@ -51,7 +51,12 @@ func (st *stream) settle(complete bool, md *dynamicMetadata) bool {
 	usage, basis := settlement(o)
 	st.learn(usage, basis, o.usageFinal)
 	start := st.traceClock()
-	_, err := r.Settle(st.ctx, usage)
+	var err error
+	if st.hasProvider {
+		_, err = r.SettleProvider(st.ctx, usage, st.provider)
+	} else {
+		_, err = r.Settle(st.ctx, usage)
+	}
 	if err != nil {
 		st.s.log.Warn("settlement failed; retrying in the background", "reservation", r.ID, "err", err)
 	}

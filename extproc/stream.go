@@ -2,6 +2,7 @@ package extproc
 
 import (
 	"context"
+	"time"
 
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -33,6 +34,16 @@ const maxDecoded = 256 << 20
 type stream struct {
 	s   *Server
 	ctx context.Context
+	// out sends a message on the stream ahead of the reply to the one
+	// being handled (see hold); nil when there is no gRPC stream. (The
+	// stream itself, not its Send method value: that would cost an
+	// allocation per request.)
+	out interface {
+		Send(*extprocv3.ProcessingResponse) error
+	}
+	// heldAt is when the request began waiting for capacity (see
+	// wait.go); zero if it did not.
+	heldAt time.Time
 
 	// bodyMode is the request body mode Envoy announced in the stream's
 	// first message (protocol_config); BUFFERED when it announced none.
@@ -66,11 +77,15 @@ type stream struct {
 	// model.
 	dg downgrade
 
-	status     int
-	origin     origin
-	reader     llm.UsageReader
-	decoder    contentcoding.Decoder // set for a compressed response
-	unreadable bool                  // a response encoding the server cannot decode
+	status int
+	origin origin
+	// provider is what the response said about the provider's account,
+	// when hasProvider: it corrects the provider limits at settlement.
+	provider    accounting.ProviderState
+	hasProvider bool
+	reader      llm.UsageReader
+	decoder     contentcoding.Decoder // set for a compressed response
+	unreadable  bool                  // a response encoding the server cannot decode
 	// responseBodyUnseen: Envoy announced response_body_mode NONE, so no
 	// response body reaches the server and its usage cannot be read.
 	responseBodyUnseen bool
@@ -111,7 +126,7 @@ func (st *stream) handle(req *extprocv3.ProcessingRequest) (resp *extprocv3.Proc
 	}
 	switch r := req.Request.(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
-		return st.requestHeaders(r.RequestHeaders, req.MetadataContext)
+		return st.requestHeaders(r.RequestHeaders, req.MetadataContext, req.Attributes)
 	case *extprocv3.ProcessingRequest_RequestBody:
 		return st.requestBody(r.RequestBody)
 	case *extprocv3.ProcessingRequest_RequestTrailers:

@@ -79,8 +79,14 @@ func (id *Identity) Validate() error {
 			continue
 		}
 		seen[a.Name] = true
-		if (a.Header == "") == (a.Metadata == nil) {
-			bad(field, "needs exactly one source: header or metadata")
+		sources := 0
+		for _, set := range []bool{a.Header != "", a.Metadata != nil, a.EnvoyAttribute != ""} {
+			if set {
+				sources++
+			}
+		}
+		if sources != 1 {
+			bad(field, "needs exactly one source: header, metadata or envoy_attribute")
 			continue
 		}
 		if a.Header != "" && !validHeaderName(a.Header) {
@@ -88,6 +94,9 @@ func (id *Identity) Validate() error {
 		}
 		if m := a.Metadata; m != nil && (m.Namespace == "" || m.Key == "") {
 			bad(field+".metadata", "needs namespace and key")
+		}
+		if e := a.EnvoyAttribute; e != "" && !validEnvoyAttribute(e) {
+			bad(field+".envoy_attribute", "%q is not an Envoy attribute or CEL expression as request_attributes lists it", e)
 		}
 	}
 	for i, name := range id.Required {
@@ -107,6 +116,25 @@ func validHeaderName(h string) bool {
 	for i := 0; i < len(h); i++ {
 		c := h[i]
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// validEnvoyAttribute reports whether a can be what the filter's
+// request_attributes lists: an attribute (xds.cluster_name) or a CEL
+// expression (xds.route_metadata.filter_metadata['tokenwarden']['provider']),
+// whose text is the key Envoy sends its value under. Envoy checks the
+// expression; here it must be 1-256 printable ASCII characters, without
+// space at either end, so that a typo shows up in check-config rather
+// than as an attribute that never arrives.
+func validEnvoyAttribute(a string) bool {
+	if a == "" || len(a) > 256 || a[0] == ' ' || a[len(a)-1] == ' ' {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if a[i] < 0x20 || a[i] > 0x7e {
 			return false
 		}
 	}

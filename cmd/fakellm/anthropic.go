@@ -3,6 +3,7 @@ package main
 import (
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -45,13 +46,13 @@ func anthropicError(w http.ResponseWriter, status int, msg string) {
 
 // setAnthropicRateLimitHeaders adds Anthropic's account-wide rate-limit headers
 // (resets are RFC 3339 times).
-func setAnthropicRateLimitHeaders(h http.Header) {
+func setAnthropicRateLimitHeaders(h http.Header, ctl controls) {
 	reset := time.Now().UTC().Add(time.Minute).Format(time.RFC3339)
 	for _, kind := range []struct{ name, limit, remaining string }{
-		{"requests", "4000", "3999"},
-		{"tokens", "2000000", "1999000"},
-		{"input-tokens", "1600000", "1599000"},
-		{"output-tokens", "400000", "400000"},
+		{"requests", "4000", remaining(ctl.remainingRequests, "3999")},
+		{"tokens", "2000000", remaining(ctl.remainingTokens, "1999000")},
+		{"input-tokens", "1600000", atMost(ctl.remainingTokens, "1599000")},
+		{"output-tokens", "400000", atMost(ctl.remainingTokens, "400000")},
 	} {
 		h.Set("anthropic-ratelimit-"+kind.name+"-limit", kind.limit)
 		h.Set("anthropic-ratelimit-"+kind.name+"-remaining", kind.remaining)
@@ -98,7 +99,7 @@ func serveMessages(log *slog.Logger, w http.ResponseWriter, r *http.Request) {
 	u := ctl.plan(len(body), *req.MaxTokens)
 	w.Header().Set("request-id", newID("req_"))
 	if ctl.rateLimitHeaders {
-		setAnthropicRateLimitHeaders(w.Header())
+		setAnthropicRateLimitHeaders(w.Header(), ctl)
 	}
 	if ctl.status != 0 {
 		logRequest(log, r, "anthropic.messages", req.Model, req.Stream, ctl.status, u)
@@ -154,4 +155,15 @@ func serveMessages(log *slog.Logger, w http.ResponseWriter, r *http.Request) {
 			"usage": anthropicUsage(u, u.output),
 		}) &&
 		ev(s.event, "message_stop", map[string]any{})
+}
+
+// atMost returns def, or the figure a control set when it is lower: the
+// input and output figures never exceed the combined one.
+func atMost(set, def string) string {
+	a, errA := strconv.ParseInt(set, 10, 64)
+	b, _ := strconv.ParseInt(def, 10, 64)
+	if errA == nil && a < b {
+		return set
+	}
+	return def
 }

@@ -118,6 +118,23 @@ func TestMessagesRateLimitHeaders(t *testing.T) {
 	}
 }
 
+// TestMessagesRemainingFigures: the remaining tokens a test sets are the
+// combined figure, and bound the input and output ones.
+func TestMessagesRemainingFigures(t *testing.T) {
+	srv := newTestServer(t)
+	r := call(t, srv, messagesPath, `{"model":"c","max_tokens":10}`, map[string]string{hdrRemainingTokens: "500000", hdrRemainingRequests: "7"})
+	for h, want := range map[string]string{
+		"anthropic-ratelimit-tokens-remaining":        "500000",
+		"anthropic-ratelimit-input-tokens-remaining":  "500000",
+		"anthropic-ratelimit-output-tokens-remaining": "400000",
+		"anthropic-ratelimit-requests-remaining":      "7",
+	} {
+		if got := r.header.Get(h); got != want {
+			t.Errorf("%s: got %q, want %q", h, got, want)
+		}
+	}
+}
+
 // TestMessagesCut checks a cut stream has no message_delta (so no final usage).
 func TestMessagesCut(t *testing.T) {
 	srv := newTestServer(t)

@@ -39,6 +39,14 @@ const (
 	// (x-ratelimit-* for OpenAI, anthropic-ratelimit-* for Anthropic; Gemini sends
 	// none), with account-wide figures that tokenwarden must replace.
 	hdrRateLimitHeaders = "x-fakellm-ratelimit-headers"
+	// hdrRemainingTokens and hdrRemainingRequests set the remaining figures of
+	// those headers (x-ratelimit-remaining-tokens and -requests for OpenAI;
+	// anthropic-ratelimit-tokens-remaining, with the input and output figures
+	// no higher, and -requests-remaining for Anthropic), a whole number in
+	// [0, 1e15]; either one adds the headers. Default: an account far from
+	// its limits.
+	hdrRemainingTokens   = "x-fakellm-ratelimit-remaining-tokens"
+	hdrRemainingRequests = "x-fakellm-ratelimit-remaining-requests"
 	// hdrCutAfter drops the connection after this many content chunks, before the
 	// events that close the stream (so no final usage is ever sent). On a JSON
 	// response it drops the connection half-way through the body.
@@ -59,15 +67,18 @@ const (
 
 // controls is one request's parsed x-fakellm-* headers.
 type controls struct {
-	inputTokens        int // -1: derive from the body size
-	cachedTokens       int
-	outputTokens       int
-	chunks             int
-	chunkDelay         time.Duration
-	status             int // 0: answer normally
-	rateLimitHeaders   bool
-	cutAfter           int // -1: never
-	resetBeforeHeaders bool
+	inputTokens      int // -1: derive from the body size
+	cachedTokens     int
+	outputTokens     int
+	chunks           int
+	chunkDelay       time.Duration
+	status           int // 0: answer normally
+	rateLimitHeaders bool
+	// remainingTokens and remainingRequests are the remaining figures the
+	// rate-limit headers state, as digits; "" means the defaults.
+	remainingTokens, remainingRequests string
+	cutAfter                           int // -1: never
+	resetBeforeHeaders                 bool
 	// inputLiteral and outputLiteral, when set, are JSON numbers reported
 	// verbatim in place of the input and output counts.
 	inputLiteral, outputLiteral string
@@ -129,7 +140,27 @@ func parseControls(h http.Header) (controls, error) {
 			*dst = b
 		}
 	}
+	for name, dst := range map[string]*string{hdrRemainingTokens: &c.remainingTokens, hdrRemainingRequests: &c.remainingRequests} {
+		v := strings.TrimSpace(h.Get(name))
+		if v == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > 1e15 || strconv.FormatInt(n, 10) != v {
+			return controls{}, fmt.Errorf("%s: want a whole number in [0, 1e15], got %q", name, v)
+		}
+		*dst = v
+		c.rateLimitHeaders = true
+	}
 	return c, nil
+}
+
+// remaining returns the figure a control set, or def.
+func remaining(set, def string) string {
+	if set != "" {
+		return set
+	}
+	return def
 }
 
 // isJSONNumber reports whether s is one JSON number literal.

@@ -52,11 +52,11 @@ func openAIError(w http.ResponseWriter, status int, msg string) {
 }
 
 // setOpenAIRateLimitHeaders adds OpenAI's account-wide rate-limit headers.
-func setOpenAIRateLimitHeaders(h http.Header) {
+func setOpenAIRateLimitHeaders(h http.Header, ctl controls) {
 	h.Set("x-ratelimit-limit-requests", "10000")
 	h.Set("x-ratelimit-limit-tokens", "30000000")
-	h.Set("x-ratelimit-remaining-requests", "9999")
-	h.Set("x-ratelimit-remaining-tokens", "29999000")
+	h.Set("x-ratelimit-remaining-requests", remaining(ctl.remainingRequests, "9999"))
+	h.Set("x-ratelimit-remaining-tokens", remaining(ctl.remainingTokens, "29999000"))
 	h.Set("x-ratelimit-reset-requests", "6ms")
 	h.Set("x-ratelimit-reset-tokens", "2ms")
 }
@@ -141,7 +141,7 @@ func serveChat(log *slog.Logger, w http.ResponseWriter, r *http.Request, deploym
 	u := ctl.plan(len(body), maxOut)
 	w.Header().Set("x-request-id", newID("req_"))
 	if ctl.rateLimitHeaders {
-		setOpenAIRateLimitHeaders(w.Header())
+		setOpenAIRateLimitHeaders(w.Header(), ctl)
 	}
 	if ctl.status != 0 {
 		logRequest(log, r, "openai.chat", req.Model, req.Stream, ctl.status, u)

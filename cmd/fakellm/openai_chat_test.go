@@ -208,6 +208,28 @@ func TestChatRateLimitHeaders(t *testing.T) {
 	}
 }
 
+// TestChatRemainingFigures: the remaining figures a test sets are the
+// ones the provider's headers state, on a completion and on a 429.
+func TestChatRemainingFigures(t *testing.T) {
+	srv := newTestServer(t)
+	for _, status := range []string{"", "429"} {
+		h := map[string]string{hdrRemainingTokens: "1234", hdrRemainingRequests: "0"}
+		if status != "" {
+			h[hdrStatus] = status
+		}
+		r := call(t, srv, chatPath, `{"model":"m"}`, h)
+		if got := r.header.Get("x-ratelimit-remaining-tokens"); got != "1234" {
+			t.Errorf("status %q: x-ratelimit-remaining-tokens %q, want 1234", status, got)
+		}
+		if got := r.header.Get("x-ratelimit-remaining-requests"); got != "0" {
+			t.Errorf("status %q: x-ratelimit-remaining-requests %q, want 0", status, got)
+		}
+		if status == "429" && r.header.Get("retry-after") == "" {
+			t.Error("a 429 without retry-after")
+		}
+	}
+}
+
 // TestChatJSONCut checks a non-streaming answer can be cut half-way.
 func TestChatJSONCut(t *testing.T) {
 	srv := newTestServer(t)

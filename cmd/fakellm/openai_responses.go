@@ -55,7 +55,7 @@ func serveResponses(log *slog.Logger, w http.ResponseWriter, r *http.Request) {
 	u := ctl.plan(len(body), maxOut)
 	w.Header().Set("x-request-id", newID("req_"))
 	if ctl.rateLimitHeaders {
-		setOpenAIRateLimitHeaders(w.Header())
+		setOpenAIRateLimitHeaders(w.Header(), ctl)
 	}
 	if ctl.status != 0 {
 		logRequest(log, r, "openai.responses", req.Model, req.Stream, ctl.status, u)

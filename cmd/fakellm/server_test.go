@@ -167,6 +167,12 @@ func TestParseControls(t *testing.T) {
 		{"bad duration", map[string]string{hdrChunkDelay: "5"}, controls{}, hdrChunkDelay},
 		{"bad bool", map[string]string{hdrRateLimitHeaders: "yes please"}, controls{}, hdrRateLimitHeaders},
 		{"status out of range", map[string]string{hdrStatus: "700"}, controls{}, hdrStatus},
+		{"remaining figures", map[string]string{hdrRemainingTokens: "0", hdrRemainingRequests: "12"},
+			controls{inputTokens: -1, outputTokens: defaultOutputTokens, chunks: defaultChunks, cutAfter: -1,
+				rateLimitHeaders: true, remainingTokens: "0", remainingRequests: "12"}, ""},
+		{"negative remaining", map[string]string{hdrRemainingTokens: "-1"}, controls{}, hdrRemainingTokens},
+		{"remaining with a sign", map[string]string{hdrRemainingRequests: "+5"}, controls{}, hdrRemainingRequests},
+		{"remaining too large", map[string]string{hdrRemainingTokens: "9999999999999999"}, controls{}, hdrRemainingTokens},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

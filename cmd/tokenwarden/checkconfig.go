@@ -94,6 +94,9 @@ func printConfig(w io.Writer, cfg *config.Config) {
 		if a.Metadata != nil {
 			src = fmt.Sprintf("metadata %s/%s/%s", a.Metadata.Namespace, a.Metadata.Key, strings.Join(a.Metadata.Path, "/"))
 		}
+		if a.EnvoyAttribute != "" {
+			src = "Envoy attribute " + a.EnvoyAttribute + " (the filter's request_attributes must list it)"
+		}
 		if a.HasDefault {
 			src += fmt.Sprintf(" (default %q)", a.Default)
 		}
@@ -126,9 +129,16 @@ func printConfig(w io.Writer, cfg *config.Config) {
 			line += fmt.Sprintf(", per request from attribute %s up to %s (%s when absent or unusable)",
 				f.Attribute, formatLimit(l.Dimension, f.Ceiling), formatLimit(l.Dimension, l.Limit))
 		}
+		if l.ProviderLimit() {
+			line += ", provider limit (the provider's 429s fill it, its remaining headers lower it)"
+		}
+		if r := l.ReserveFor; r != nil {
+			line += reserveForText(&l)
+		}
 		if len(l.Match) > 0 {
 			line += ", when " + humanMatch(l.Match, slices.Sorted(maps.Keys(l.Match)))
 		}
+		line += waitNote(&l)
 		if l.Mode == accounting.Shadow {
 			line += ", shadow: counted, never enforced"
 		} else {
@@ -136,6 +146,9 @@ func printConfig(w io.Writer, cfg *config.Config) {
 		}
 		line += exhaustedLine(&l)
 		fmt.Fprintln(w, line)
+	}
+	if note := waitTimeoutNote(limits); note != "" {
+		fmt.Fprintln(w, note)
 	}
 }
 

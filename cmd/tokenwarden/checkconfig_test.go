@@ -35,16 +35,24 @@ func TestPrintConfig(t *testing.T) {
 			"1 limits:",
 			"  t                        5 tokens per minute, global, sliding_window, on store error deny",
 			"429s whose limit frees in more than 1m0s say x-should-retry: false and name the reset time (x-tokenwarden-reset-at)",
-		}, []string{"allow_eviction"}},
+		}, []string{"allow_eviction", "max_message_timeout"}},
 		{"downgrade", `
 models: {default: {input: 1, output: 2}}
 limits:
   - {name: 4o-daily, dimension: cost, limit: 50, window: day, match: {model: gpt-4o}, on_exhausted: {downgrade_to: gpt-4o-mini}}
 `, []string{
-			"  4o-daily                 $50.000000 cost per day, global, sliding_window, when model=gpt-4o, on store error deny; when exhausted, downgrades gpt-4o to gpt-4o-mini (reserved on gpt-4o-mini's limits; x-tokenwarden-model: gpt-4o-mini for the routes)",
+			"  4o-daily                 $50.000000 cost per day, global, sliding_window, when model=gpt-4o, on store error deny; when exhausted, downgrades gpt-4o to gpt-4o-mini (reserved on gpt-4o-mini's limits, without a wait; x-tokenwarden-model: gpt-4o-mini for the routes)",
 		}, nil},
 		{"retry hint off", "rate_limit_headers: {should_retry_max: \"off\"}\n", []string{
 			"429s with a reset time invite a retry however long the wait (should_retry_max off)",
+		}, nil},
+		{"wait then downgrade", `
+models: {default: {input: 1, output: 2}}
+limits:
+  - {name: 4o-rps, dimension: requests, limit: 5, window: 1s, match: {model: gpt-4o}, on_exhausted: {wait_up_to: 2s, downgrade_to: gpt-4o-mini}}
+`, []string{
+			"  4o-rps                   5 requests per second, global, sliding_window, when model=gpt-4o, waits up to 2s for capacity when exhausted, on store error allow; when the wait ends refused, downgrades gpt-4o to gpt-4o-mini (reserved on gpt-4o-mini's limits, without a wait; x-tokenwarden-model: gpt-4o-mini for the routes)",
+			"limits hold refused requests up to 2s: the ext_proc filter's max_message_timeout must be at least 3s",
 		}, nil},
 		{"settings", `
 store: {type: redis, redis: {url: 'redis://127.0.0.1:6379/0', allow_eviction: true}}
@@ -58,6 +66,7 @@ limits:
   - {name: monthly, dimension: requests, algorithm: fixed_window, limit: 9, window: month}
   - {name: in-flight, dimension: concurrent, scope: [tenant], limit: 4, lease: 10m}
   - {name: run-spend, dimension: cost, scope: [tenant], algorithm: lifetime, limit: 2, max_duration: 1h}
+  - {name: rps, dimension: requests, scope: [tenant], limit: 5, window: 1s, on_exhausted: {wait_up_to: 2s}}
 `, []string{
 			"store redis",
 			"store.redis.allow_eviction: true: Redis's maxmemory-policy is not checked",
@@ -71,6 +80,8 @@ limits:
 			"  monthly                  9 requests per calendar month, global, fixed_window, on store error allow",
 			"  in-flight                4 requests in flight at once, per tenant, leases of a replica that dies free after 10 minutes, on store error allow",
 			"  run-spend                $2.000000 cost in all, per tenant, lifetime (never resets; over 1 hour after the first request), on store error deny",
+			"  rps                      5 requests per second, per tenant, sliding_window, waits up to 2s for capacity when exhausted, on store error allow",
+			"limits hold refused requests up to 2s: the ext_proc filter's max_message_timeout must be at least 3s, or Envoy answers 504 when message_timeout expires",
 		}, nil},
 	}
 	for _, tt := range tests {

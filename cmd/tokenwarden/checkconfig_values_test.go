@@ -18,3 +18,48 @@ limits:
 		t.Errorf("output lacks %q:\n%s", want, out.String())
 	}
 }
+
+// TestPrintConfigReserveFor: check-config says what share a limit keeps
+// for which tier, and what every other request is held to.
+func TestPrintConfigReserveFor(t *testing.T) {
+	out := printed(t, `
+identity: {attributes: {priority: {header: x-priority}}}
+limits:
+  - {name: shared-tpm, dimension: tokens, limit: 100000, window: 1m, reserve_for: {attribute: priority, value: interactive, share: 0.3}}
+  - {name: shared-slots, dimension: concurrent, limit: 7, reserve_for: {attribute: priority, value: interactive, share: 0.3}}
+`)
+	for _, want := range []string{
+		"  shared-tpm               100000 tokens per minute, global, sliding_window, keeps 30% (30000) for priority=interactive: other requests held to 70000, on store error deny",
+		"keeps 30% (3) for priority=interactive: other requests held to 4, on store error allow",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestPrintConfigProviderLimit: check-config says which limits the
+// provider's answers correct, and where the provider attribute comes
+// from.
+func TestPrintConfigProviderLimit(t *testing.T) {
+	out := printed(t, `
+identity: {attributes: {provider: {envoy_attribute: xds.cluster_name}}}
+models: {default: {input: 1, output: 1}}
+limits:
+  - {name: openai-tpm, dimension: tokens, scope: [provider], limit: 30000000, window: 1m}
+  - {name: openai-spend, dimension: cost, scope: [provider], limit: 100, window: day}
+`)
+	for _, want := range []string{
+		"identity provider from Envoy attribute xds.cluster_name (the filter's request_attributes must list it)",
+		"  openai-tpm               30000000 tokens per minute, per provider, sliding_window, provider limit (the provider's 429s fill it, its remaining headers lower it), on store error deny",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	for line := range strings.Lines(out.String()) {
+		if strings.Contains(line, "openai-spend") && strings.Contains(line, "provider limit") {
+			t.Errorf("a cost limit is shown as corrected by the provider: %s", line)
+		}
+	}
+}

@@ -674,3 +674,38 @@ func TestUsageAPIThroughTheBinary(t *testing.T) {
 	}
 	r.stop(t)
 }
+
+// TestUsageAPIReserveFor: a limit's reserve is in its description, with
+// what other requests are held to; the counter is shown against the
+// whole limit.
+func TestUsageAPIReserveFor(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+identity:
+  attributes:
+    priority: {header: x-priority}
+limits:
+  - {name: shared, dimension: tokens, algorithm: fixed_window, limit: 1000, window: 1h, reserve_for: {attribute: priority, value: interactive, share: 0.3}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, limiter, err := newServer(cfg, memstore.New(memstore.Options{}), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = limiter.Close(t.Context()) })
+	if r, err := limiter.Reserve(t.Context(), accounting.Request{Estimate: accounting.Estimate{InputTokens: 600}}); err != nil || !r.Admitted {
+		t.Fatalf("reserve: %v", err)
+	}
+	api := newUsageAPI(func() (*config.Config, *accounting.Limiter) { return cfg, limiter }, slog.New(slog.DiscardHandler), nil)
+	rec := httptest.NewRecorder()
+	withUsageAPI(http.NotFoundHandler(), api).ServeHTTP(rec, httptest.NewRequest("GET", "/v1/usage", nil))
+	var m map[string]any
+	_ = json.Unmarshal(rec.Body.Bytes(), &m)
+	one, _ := path(m, "limits.0").(map[string]any)
+	if rec.Code != 200 || path(one, "limit") != 1000.0 || path(one, "remaining") != 400.0 ||
+		path(one, "reserve_for.attribute") != "priority" || path(one, "reserve_for.value") != "interactive" ||
+		path(one, "reserve_for.share") != 0.3 || path(one, "reserve_for.others_limit") != 700.0 {
+		t.Errorf("got %d %s, want limit 1000, remaining 400, reserve_for priority=interactive 0.3, others_limit 700", rec.Code, rec.Body)
+	}
+}

@@ -37,6 +37,17 @@ type limitJSON struct {
 	Refill int64 `json:"refill_per_window,omitempty"`
 	// LimitFrom says where a request's value comes from, if not Limit.
 	LimitFrom *limitFromJSON `json:"limit_from,omitempty"`
+	// ReserveFor is the share kept for a privileged tier, if any.
+	ReserveFor *reserveForJSON `json:"reserve_for,omitempty"`
+}
+
+// reserveForJSON is a limit's reserve_for, with what requests outside the
+// tier are held to (of Limit).
+type reserveForJSON struct {
+	Attribute   string  `json:"attribute"`
+	Value       string  `json:"value"`
+	Share       float64 `json:"share"`
+	OthersLimit int64   `json:"others_limit"`
 }
 
 // limitFromJSON is a limit's limit_from.
@@ -85,6 +96,9 @@ func describeLimit(l *accounting.Limit) limitJSON {
 	}
 	if f := l.From; f != nil {
 		j.LimitFrom = &limitFromJSON{Attribute: f.Attribute, Ceiling: f.Ceiling}
+	}
+	if r := l.ReserveFor; r != nil {
+		j.ReserveFor = &reserveForJSON{Attribute: r.Attribute, Value: r.Value, Share: r.Share, OthersLimit: l.Limit - r.Reserved(l.Limit)}
 	}
 	return j
 }

@@ -14,49 +14,67 @@
 //   - One gRPC stream per request, over a real gRPC connection (bufconn),
 //     opened on the first message, which carries protocol_config (the
 //     body modes) unless Filter.NoProtocolConfig.
+//
 //   - Headers are sent as HeaderValue{key (lower-case), raw_value}, with
 //     the pseudo-headers :method, :path, :authority, :scheme (and :status
 //     on responses). end_of_stream on headers means no body and no
 //     trailers follow.
+//
 //   - BUFFERED: the whole request body in one message after the headers
 //     reply, end_of_stream true — or false when request trailers follow.
 //     A body mutation replaces it; if its length changes, content-length
 //     must be set to match in the same reply, or the request fails (the
 //     strictest reading of Envoy's behaviour).
+//
 //   - BUFFERED_PARTIAL: BUFFERED up to a limit; past it, the first part
 //     with end_of_stream false, and the rest goes upstream unprocessed.
+//
 //   - STREAMED (request or response): chunks are sent pipelined — without
 //     waiting for replies — and each needs one BodyResponse, in order; a
 //     body mutation replaces that chunk (clear_body empties it) and header
 //     mutations are ignored. A request content-length that no longer
 //     matches what the upstream gets fails the request.
+//
 //   - NONE: no body messages; the body goes upstream as it is.
+//
 //   - Request trailers: with request_trailer_mode SEND, a request_trailers
 //     message after the body; with SKIP, none — the trailers go upstream
 //     unseen. Response trailers are not modelled.
+//
 //   - mode_override, only in a headers reply: both body modes are taken
 //     from it (an unset body mode means NONE); header modes left DEFAULT
 //     mean no change.
+//
 //   - Header mutations: remove_headers first, then set_headers; only
 //     raw_value is read (a value-only header becomes empty; both set is
 //     an error); append unset/false overwrites, true adds; host,
 //     :authority, :scheme, :method and x-envoy-* cannot be set; append_action
 //     is ignored.
+//
 //   - An immediate_response in reply to any message ends the request with
 //     a local reply; in reply to a request message the upstream is never
 //     called.
+//
 //   - A reply of the wrong kind, a gRPC error or a stream the server
 //     closes early gives the client a 500 (status_on_error, with
 //     failure_mode_allow false).
+//
 //   - A client disconnect is a cancelled stream: the server sees
 //     codes.Canceled from Recv.
+//
 //   - The router adds x-envoy-upstream-service-time to every upstream
 //     response; Envoy's own replies (UpstreamResponse.EnvoyReply: a route
 //     timeout's 504, a reset's 503) are text/plain without it, and reach
 //     the filter like any response. With Filter.ResponseAttributes the
 //     response headers carry the response.code_details attribute.
 //
-// It does not model message_timeout, FULL_DUPLEX_STREAMED, response
+//   - override_message_timeout: a message that carries it is not a
+//     reply; the filter takes the timeout if it is 1ms up to
+//     max_message_timeout (Filter.MaxMessageTimeout) and the first for
+//     the message awaiting its reply, and ignores it otherwise, reading
+//     on for the reply either way. Response reports both kinds.
+//
+// It does not model message_timeout itself, FULL_DUPLEX_STREAMED, response
 // trailers, route-cache clearing or Envoy's buffer limits (413). Where
 // it models a behaviour of the real Envoy, the end-to-end tests in envoy/
 // check the same behaviour against Envoy 1.40 itself.
@@ -73,6 +91,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -148,6 +167,19 @@ func Connect(t testing.TB, addr string) *Envoy {
 // message by message.
 func (e *Envoy) Client() extprocv3.ExternalProcessorClient { return e.client }
 
+// Open opens a raw ext_proc stream, for tests that drive one message by
+// message, whose server handler Wait waits for as for a Do's.
+func (e *Envoy) Open(ctx context.Context) (extprocv3.ExternalProcessor_ProcessClient, error) {
+	if !e.remote {
+		e.active.Add(1)
+	}
+	stream, err := e.client.Process(ctx)
+	if err != nil && !e.remote {
+		e.active.Done()
+	}
+	return stream, err
+}
+
 // Wait blocks until every server handler started so far has returned:
 // after it, a stream that was cut has settled.
 func (e *Envoy) Wait() { e.active.Wait() }
@@ -168,6 +200,9 @@ type Request struct {
 	// Metadata is the dynamic metadata Envoy forwards (metadata_context),
 	// e.g. a jwt_authn payload.
 	Metadata *corev3.Metadata
+	// Attributes are the values of the filter's request_attributes
+	// (xds.cluster_name, …), which Envoy sends with the request headers.
+	Attributes map[string]string
 }
 
 // UpstreamRequest is what reaches the upstream after the filter.
@@ -226,6 +261,10 @@ type Response struct {
 	// Metadata is the dynamic metadata the server wrote, merged per
 	// namespace in reply order (as Envoy merges it for access logs).
 	Metadata map[string]map[string]any
+	// TimeoutOverrides are the override_message_timeout values the
+	// filter took; IgnoredOverrides those it ignored (out of range, or a
+	// second one for the same message).
+	TimeoutOverrides, IgnoredOverrides []time.Duration
 }
 
 // Filter is the ext_proc filter configuration the test Envoy plays.
@@ -257,7 +296,17 @@ type Filter struct {
 	// NoResponseBody sets response_body_mode NONE: the response body
 	// goes to the client unseen.
 	NoResponseBody bool
+	// MaxMessageTimeout is the filter's max_message_timeout, the longest
+	// override_message_timeout it takes; zero means the shipped configs'
+	// (ShippedMaxMessageTimeout). Below 1ms, no override is taken (as
+	// when Envoy's is unset).
+	MaxMessageTimeout time.Duration
 }
+
+// ShippedMaxMessageTimeout is the max_message_timeout of the shipped
+// Envoy configs (envoy/envoy.yaml, the Istio EnvoyFilter): the longest
+// on_exhausted wait, accounting.MaxWaitUpTo, plus accounting.WaitMargin.
+const ShippedMaxMessageTimeout = 11 * time.Second
 
 // BodyMode is a request body send mode.
 type BodyMode int
@@ -332,6 +381,7 @@ func (e *Envoy) Do(ctx context.Context, req Request, upstream Upstream) *Respons
 	}, f: e.Filter, first: true, metadata: req.Metadata}
 	resp := x.run(req, upstream, cancel)
 	resp.Metadata = x.written
+	resp.TimeoutOverrides, resp.IgnoredOverrides = x.overrides, x.ignored
 	if resp.Err == nil && !resp.Cut {
 		_ = stream.CloseSend()
 	}
@@ -351,6 +401,30 @@ type exchange struct {
 	written  map[string]map[string]any // dynamic metadata from the server
 	// routeCleared: a request-direction reply set clear_route_cache.
 	routeCleared bool
+	// overrides are the message timeout overrides taken, ignored those
+	// Envoy would ignore; overridden holds the states that had one.
+	overrides, ignored []time.Duration
+	overridden         map[string]bool
+}
+
+// overrideTimeout takes an override_message_timeout sent while Envoy
+// awaits the reply to a kind message, as Envoy 1.40 does: honoured when
+// it is 1ms..max_message_timeout and the first in that state, ignored
+// otherwise (the message's timer then runs on).
+func (x *exchange) overrideTimeout(kind string, d time.Duration) {
+	max := x.f.MaxMessageTimeout
+	if max == 0 {
+		max = ShippedMaxMessageTimeout
+	}
+	if d < time.Millisecond || d > max || x.overridden[kind] {
+		x.ignored = append(x.ignored, d)
+		return
+	}
+	if x.overridden == nil {
+		x.overridden = map[string]bool{}
+	}
+	x.overridden[kind] = true
+	x.overrides = append(x.overrides, d)
 }
 
 func (x *exchange) recordMetadata(r *extprocv3.ProcessingResponse) {
@@ -387,7 +461,9 @@ type errImmediate struct{ r *extprocv3.ImmediateResponse }
 
 func (e errImmediate) Error() string { return "immediate response" }
 
-// recv waits for the reply to a message and checks its kind.
+// recv waits for the reply to a message and checks its kind. A message
+// with override_message_timeout is not a reply: Envoy takes the timeout
+// (see overrideTimeout) and ignores the rest of it.
 func (x *exchange) recv(kind string) (*extprocv3.ProcessingResponse, error) {
 	r, err := x.stream.Recv()
 	if err != nil {
@@ -395,6 +471,10 @@ func (x *exchange) recv(kind string) (*extprocv3.ProcessingResponse, error) {
 			return nil, fmt.Errorf("server closed the stream awaiting a %s reply", kind)
 		}
 		return nil, fmt.Errorf("awaiting a %s reply: %w", kind, err)
+	}
+	if d := r.GetOverrideMessageTimeout(); d != nil {
+		x.overrideTimeout(kind, d.AsDuration())
+		return x.recv(kind)
 	}
 	x.recordMetadata(r)
 	if ir := r.GetImmediateResponse(); ir != nil {
@@ -434,8 +514,16 @@ func (x *exchange) run(req Request, upstream Upstream, disconnect context.Cancel
 
 	// Request headers.
 	if !x.f.SkipRequestHeaders {
-		if err := x.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
-			RequestHeaders: &extprocv3.HttpHeaders{Headers: hdr.proto(), EndOfStream: len(whole) == 0 && !trailers}}}); err != nil {
+		msg := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
+			RequestHeaders: &extprocv3.HttpHeaders{Headers: hdr.proto(), EndOfStream: len(whole) == 0 && !trailers}}}
+		if len(req.Attributes) > 0 {
+			fields := make(map[string]*structpb.Value, len(req.Attributes))
+			for k, v := range req.Attributes {
+				fields[k] = structpb.NewStringValue(v)
+			}
+			msg.Attributes = map[string]*structpb.Struct{"envoy.filters.http.ext_proc": {Fields: fields}}
+		}
+		if err := x.send(msg); err != nil {
 			return failure(err)
 		}
 		r, err := x.recv("request_headers")

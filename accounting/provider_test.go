@@ -1,0 +1,161 @@
+package accounting_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/accounting/memstore"
+)
+
+var onProvider = accounting.Attributes{{Name: "tenant", Value: "t1"}, {Name: "provider", Value: "openai-main"}}
+
+func TestProviderLimit(t *testing.T) {
+	tests := []struct {
+		name string
+		lim  accounting.Limit
+		want bool
+	}{
+		{"tokens per provider", limit("p", accounting.Tokens, 10, "provider"), true},
+		{"requests per provider and model", limit("p", accounting.Requests, 10, "provider", "model"), true},
+		{"cost per provider", limit("p", accounting.Cost, 10, "provider"), false},
+		{"concurrent per provider", accounting.Limit{Name: "p", Dimension: accounting.Concurrent, Scope: []string{"provider"}}, false},
+		{"tokens per tenant", limit("p", accounting.Tokens, 10, "tenant"), false},
+		{"matched to a provider, not scoped by it", accounting.Limit{Name: "p", Dimension: accounting.Tokens,
+			Match: map[string]string{"provider": "x"}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.lim.ProviderLimit(); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestSettleProvider: a provider's 429 fills its limits; its remaining
+// figures lower them, never raise them; a tenant's limit is left alone.
+func TestSettleProvider(t *testing.T) {
+	tests := []struct {
+		name  string
+		usage int64
+		ps    accounting.ProviderState
+		// What each limit has left after the settlement.
+		tokensLeft, requestsLeft, tenantLeft int64
+		blocked                              float64 // per provider limit
+		corrected                            float64 // on the tokens limit
+	}{
+		{"a 429 blocks the provider", 0, accounting.ProviderState{RateLimited: true}, 0, 0, 10000, 1, 0},
+		{"remaining below the counter's", 1000, accounting.ProviderState{HasTokens: true, RemainingTokens: 5000}, 5000, 99, 9000, 0, 4000},
+		{"remaining above the counter's is no refund", 1000, accounting.ProviderState{HasTokens: true, RemainingTokens: 9500}, 9000, 99, 9000, 0, 0},
+		{"remaining requests", 1000, accounting.ProviderState{HasRequests: true, RemainingRequests: 10}, 9000, 10, 9000, 0, 0},
+		{"remaining below after a usage under the estimate", 200, accounting.ProviderState{HasTokens: true, RemainingTokens: 9000}, 9000, 99, 9800, 0, 800},
+		{"nothing stated", 1000, accounting.ProviderState{}, 9000, 99, 9000, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := memstore.New(memstore.Options{})
+			tpm := limit("provider-tpm", accounting.Tokens, 10000, "provider")
+			rpm := limit("provider-rpm", accounting.Requests, 100, "provider")
+			tenantTPM := limit("tenant-tpm", accounting.Tokens, 10000, "tenant")
+			l, reg := limiterWithMetrics(t, store, tpm, rpm, tenantTPM)
+			r, err := l.Reserve(t.Context(), accounting.Request{Attributes: onProvider, Estimate: accounting.Estimate{InputTokens: 1000}})
+			if err != nil || !r.Admitted {
+				t.Fatalf("Reserve: admitted %v, err %v", r != nil && r.Admitted, err)
+			}
+			if !r.HasProviderLimits() {
+				t.Fatal("HasProviderLimits: false for a request under provider limits")
+			}
+			if ok, err := r.SettleProvider(t.Context(), accounting.Usage{InputTokens: tt.usage}, tt.ps); !ok || err != nil {
+				t.Fatalf("SettleProvider: %v %v", ok, err)
+			}
+			for _, c := range []struct {
+				lim  accounting.Limit
+				want int64
+			}{{tpm, tt.tokensLeft}, {rpm, tt.requestsLeft}, {tenantTPM, tt.tenantLeft}} {
+				if got := leftOn(t, store, c.lim, onProvider); got != c.want {
+					t.Errorf("%s: %d left, want %d", c.lim.Name, got, c.want)
+				}
+			}
+			if got := counterValue(t, reg, "tokenwarden_provider_blocked_total", "provider-tpm"); got != tt.blocked {
+				t.Errorf("blocked: got %v, want %v", got, tt.blocked)
+			}
+			if got := counterValue(t, reg, "tokenwarden_provider_corrected_total", "provider-tpm"); got != tt.corrected {
+				t.Errorf("corrected: got %v, want %v", got, tt.corrected)
+			}
+		})
+	}
+}
+
+// TestSettleProviderStoreFailure: a correction whose store call fails
+// is retried with its settlement and lands when the store is back; one
+// the store never takes is given up with it, counted as lost.
+func TestSettleProviderStoreFailure(t *testing.T) {
+	tpm := limit("provider-tpm", accounting.Tokens, 10000, "provider")
+	for _, back := range []bool{true, false} {
+		name := map[bool]string{true: "store back", false: "store gone"}[back]
+		t.Run(name, func(t *testing.T) {
+			mem := memstore.New(memstore.Options{})
+			store := &flakyStore{Store: mem}
+			l, reg := limiterWithMetrics(t, store, tpm)
+			r, err := l.Reserve(t.Context(), accounting.Request{Attributes: onProvider, Estimate: accounting.Estimate{InputTokens: 1000}})
+			if err != nil || !r.Admitted {
+				t.Fatalf("Reserve: admitted %v, err %v", r != nil && r.Admitted, err)
+			}
+			store.down.Store(true)
+			if ok, err := r.SettleProvider(t.Context(), accounting.Usage{}, accounting.ProviderState{RateLimited: true}); !ok || err == nil {
+				t.Fatalf("SettleProvider with the store down: got %v %v, want true and the store's error", ok, err)
+			}
+			store.down.Store(!back)
+			closeLimiter(t, l) // the pending settlement tries once more, now
+			wantLeft, outcome := int64(0), "retried"
+			if !back {
+				// The reservation's estimate stays charged; the block is lost.
+				wantLeft, outcome = 9000, "lost"
+			}
+			if got := leftOn(t, mem, tpm, onProvider); got != wantLeft {
+				t.Errorf("left: got %d, want %d", got, wantLeft)
+			}
+			if got := metric(t, reg, "tokenwarden_settlements_total", outcome); got != 1 {
+				t.Errorf("settlements %s: got %v, want 1", outcome, got)
+			}
+		})
+	}
+}
+
+// leftOn returns what lim's counter for attrs has left, asking the store
+// for nothing.
+func leftOn(t *testing.T, store accounting.Store, lim accounting.Limit, attrs accounting.Attributes) int64 {
+	t.Helper()
+	res, err := store.Reserve(context.Background(), accounting.ReserveRequest{ID: "probe",
+		Items: []accounting.ReserveItem{{Counter: lim.Counter(attrs), Amount: 0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.States[0].Remaining
+}
+
+// TestSettleProviderShadow: a shadow provider limit is corrected like an
+// enforced one, so that it reports what blocking would have done, and
+// blocks nothing.
+func TestSettleProviderShadow(t *testing.T) {
+	store := memstore.New(memstore.Options{})
+	tpm := limit("provider-tpm", accounting.Tokens, 10000, "provider")
+	tpm.Mode = accounting.Shadow
+	l, reg := limiterWithMetrics(t, store, tpm)
+	req := accounting.Request{Attributes: onProvider, Estimate: accounting.Estimate{InputTokens: 1000}}
+	r, err := l.Reserve(t.Context(), req)
+	if err != nil || !r.Admitted {
+		t.Fatalf("Reserve: admitted %v, err %v", r != nil && r.Admitted, err)
+	}
+	if _, err := r.SettleProvider(t.Context(), accounting.Usage{}, accounting.ProviderState{RateLimited: true}); err != nil {
+		t.Fatal(err)
+	}
+	r, err = l.Reserve(t.Context(), req)
+	if err != nil || !r.Admitted {
+		t.Fatalf("after the provider's 429, a shadow limit refused: admitted %v, err %v", r != nil && r.Admitted, err)
+	}
+	if got := counterValue(t, reg, "tokenwarden_shadow_decisions_total", "provider-tpm", "would_reject"); got != 1 {
+		t.Errorf("shadow would_reject: got %v, want 1", got)
+	}
+}
