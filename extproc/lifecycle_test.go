@@ -199,7 +199,7 @@ func BenchmarkProcess(b *testing.B) {
 // grows: allocations, unlike time, are the same on every machine. Lower
 // it when a change saves some; raise it only with a reason in the
 // commit.
-const ownAllocsPerLifecycle = 18
+const ownAllocsPerLifecycle = 10
 
 // TestLifecycleAllocs is the regression guard on ownAllocsPerLifecycle.
 func TestLifecycleAllocs(t *testing.T) {
@@ -226,24 +226,6 @@ func decoded(t testing.TB, msgs [][]byte) []*extprocv3.ProcessingRequest {
 		}
 	}
 	return out
-}
-
-// TestChunkAllocs: a streamed response's chunks cost nothing past their
-// decoding: passing one on and reading its usage allocates nothing.
-func TestChunkAllocs(t *testing.T) {
-	msgs := decoded(t, lifecycleMessages(t, "t1"))
-	st := newStream(lifecycleServer(t), context.Background())
-	for _, m := range msgs[:4] { // up to the first response chunk
-		if resp, last := st.handle(m); resp == nil || last {
-			t.Fatalf("%T: got reply %v, last %v", m.Request, resp, last)
-		}
-	}
-	chunk := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: &extprocv3.HttpBody{
-		Body: []byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"more \\\"text\\\"\\n\"}}],\"usage\":null}\n\n")}}}
-	if n := testing.AllocsPerRun(100, func() { st.handle(chunk) }); n != 0 {
-		t.Errorf("got %v allocations per chunk, want 0", n)
-	}
-	st.finish()
 }
 
 // TestRetainedPerStream: a stream waiting for more of its response holds

@@ -34,9 +34,12 @@ var (
 	errStopped = errors.New("contentcoding: decoder closed")
 )
 
-// outBufSize is the decompressor's output buffer: big enough that a
-// chunk's output goes to the sink in a few calls.
-const outBufSize = 32 << 10
+// outBufSize is the decompressor's output buffer. The coroutine holds it
+// for the whole response, parked inside the decompressor's Read while it
+// waits for the next chunk, so it counts in what every open stream holds;
+// 4 KiB passes a chunk's output to the sink in a few calls and keeps a
+// gzip stream (whose window is 32 KiB) within 64 KiB.
+const outBufSize = 4 << 10
 
 // outBufs recycles output buffers across responses.
 var outBufs = sync.Pool{New: func() any { return new([outBufSize]byte) }}

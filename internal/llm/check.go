@@ -1,7 +1,6 @@
 package llm
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -57,11 +56,16 @@ var ErrTooDeep = fmt.Errorf("request body nests objects and arrays more than %d 
 // square. The errors it returns say what is wrong and where, for the
 // client.
 func CheckBody(body []byte, fields *Fields) error {
-	if uint64(len(body)) >= math.MaxUint32 {
+	c := checker{body: body}
+	return c.checkBody(fields)
+}
+
+func (c *checker) checkBody(fields *Fields) error {
+	if uint64(len(c.body)) >= math.MaxUint32 {
 		// Key offsets are kept in 32 bits.
 		return errors.New("request body is too large")
 	}
-	c := checker{body: body, seed: maphash.MakeSeed()}
+	c.seed = maphash.MakeSeed()
 	return c.check(fields)
 }
 
@@ -94,6 +98,9 @@ type checker struct {
 	// probes counts the earlier keys a new key is compared with, so that
 	// a test can tell linear from quadratic.
 	probes int
+	// capture, when set, captures top-level members as they are read (see
+	// CheckTop).
+	capture topCapture
 }
 
 // How many levels and keys a checker holds without allocating.
@@ -218,6 +225,9 @@ value:
 		// After a value: close what it ends, then move on to the next
 		// element or member.
 		for {
+			if c.capture.on && c.depth == 1 {
+				c.capture.valueEnds(i)
+			}
 			i = skipSpace(b, i)
 			if c.depth == 0 {
 				if i < len(b) {
@@ -279,17 +289,9 @@ func (c *checker) str(i int) (int, error) {
 	start := i
 	var high uint64 // the high bits of every byte seen
 	for {
-		for i+8 <= len(b) {
-			w := binary.LittleEndian.Uint64(b[i:])
-			// Bytes past a stop may count too: that costs at most a
-			// needless check of valid UTF-8.
-			high |= w
-			if m := stringStops(w); m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
-			}
-			i += 8
-		}
+		var h uint64
+		i, h = plainRun(View(b), i)
+		high |= h
 		if i >= len(b) {
 			return i, c.syntaxError(i)
 		}
@@ -315,6 +317,38 @@ func (c *checker) str(i int) (int, error) {
 			i++
 		}
 	}
+}
+
+// plainRun returns where the run of string bytes at s[i] that need no
+// look (no quote, backslash or control character) ends, as far as words
+// reach: the index of the first stop, or of the last bytes of s that do
+// not fill a word. It returns the high bits of the bytes it read too;
+// bytes past a stop may count in them, which costs at most a needless
+// check of valid UTF-8. Sixteen bytes a round, for the long runs of
+// prompts.
+func plainRun(s string, i int) (int, uint64) {
+	var high uint64
+	for i+16 <= len(s) {
+		w1, w2 := load64(s, i), load64(s, i+8)
+		m1, m2 := stringStops(w1), stringStops(w2)
+		if m1|m2 != 0 {
+			if m1 != 0 {
+				return i + bits.TrailingZeros64(m1)>>3, high | w1
+			}
+			return i + 8 + bits.TrailingZeros64(m2)>>3, high | w1 | w2
+		}
+		high |= w1 | w2
+		i += 16
+	}
+	for i+8 <= len(s) {
+		w := load64(s, i)
+		high |= w
+		if m := stringStops(w); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3, high
+		}
+		i += 8
+	}
+	return i, high
 }
 
 // simpleEscape is set for the characters after a backslash that make a

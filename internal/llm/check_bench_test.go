@@ -24,7 +24,18 @@ func benchBodies() map[string][]byte {
 		}
 		keys.WriteString(`"key` + strconv.Itoa(i) + `":` + strconv.Itoa(i))
 	}
+	var chat strings.Builder
+	chat.WriteString(`{"model":"m","messages":[`)
+	for i := 0; chat.Len() < 1<<20; i++ {
+		if i > 0 {
+			chat.WriteByte(',')
+		}
+		chat.WriteString(`{"role":"user","content":"What does the AMF do when a UE registers, and which messages does it exchange with the AUSF and the UDM?"}`)
+	}
+	chat.WriteString(`]}`)
 	return map[string][]byte{
+		// Many short messages: a long conversation, the usual large body.
+		"chat":   []byte(chat.String()),
 		"prompt": []byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("lorem ipsum ", 1<<20/12) + `"}],"max_tokens":5}`),
 		"cjk":    []byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("漢字かな交じり文。", 1<<20/27) + `"}]}`),
 		"escapes": []byte(`{"model":"m","messages":[{"role":"user","content":"` +

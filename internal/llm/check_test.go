@@ -2,6 +2,7 @@ package llm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"hash/maphash"
@@ -417,4 +418,20 @@ func uniqueFields(f *Fields) []*field {
 		}
 	}
 	return out
+}
+
+// TestFoldWord: folding eight ASCII bytes at once is appendFold's
+// folding of each, for every ASCII byte at every position.
+func TestFoldWord(t *testing.T) {
+	for ch := range 0x80 {
+		for pos := range 8 {
+			word := []byte("a_Zz{@`0")
+			word[pos] = byte(ch)
+			want := appendFold(nil, word)
+			got := binary.LittleEndian.AppendUint64(nil, foldWord(binary.LittleEndian.Uint64(word)))
+			if string(got) != string(want) {
+				t.Fatalf("%q: got %q, want %q", word, got, want)
+			}
+		}
+	}
 }

@@ -26,3 +26,33 @@ func counterOr(c Counter) Counter {
 	}
 	return c
 }
+
+// TextCounter counts the text of one request for its model. A parse
+// counts many strings for one model, and the server's counter decides
+// how a model is counted (its rules, its encoding, its profile) once
+// here rather than for every string.
+type TextCounter struct {
+	counter Counter
+	model   string
+	// resolved is the server's counter, decided for the model; counter
+	// is nil when it is set.
+	resolved tokenizer.ModelCounter
+}
+
+// NewTextCounter returns the counter of model's text by c, or by the
+// calibrated default when c is nil.
+func NewTextCounter(c Counter, model string) TextCounter {
+	c = counterOr(c)
+	if tc, ok := c.(*tokenizer.Counter); ok {
+		return TextCounter{resolved: tc.ForModel(model)}
+	}
+	return TextCounter{counter: c, model: model}
+}
+
+// Count estimates the tokens of s, as Counter.CountTokens does.
+func (t *TextCounter) Count(s string) int64 {
+	if t.counter == nil {
+		return t.resolved.CountTokens(s)
+	}
+	return t.counter.CountTokens(t.model, s)
+}

@@ -35,8 +35,11 @@
 // The errors say which key, and where (messages[2].content[0]); the state
 // machine replies 400 with them in the API's shape. The check is one
 // iterative pass that allocates nothing for usual bodies and is faster
-// than the gjson validation it replaced; gjson then reads the fields, a
-// body that can be megabytes being read rather than unmarshalled.
+// than the gjson validation it replaced. [CheckTop] returns the body's
+// top-level fields from that pass, and the formats walk what is inside
+// them with [ForEach], which trusts the checked syntax and skips strings
+// a word at a time: a body that can be megabytes is read in place
+// rather than unmarshalled, as gjson values.
 //
 // A body once checked has each field once, under one name, so an edit is
 // unambiguous: [SetField] changes that one occurrence, under the name the

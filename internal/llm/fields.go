@@ -23,7 +23,20 @@ type Fields struct {
 	// to the field.
 	byFold map[string]*field
 	count  int
+	// folds lists byFold's entries while there are few, for lookup: a
+	// check looks up every key of a body, and comparing a few strings
+	// is quicker than hashing one.
+	folds []foldedName
 }
+
+// foldedName is an entry of Fields.folds.
+type foldedName struct {
+	fold string
+	fd   *field
+}
+
+// maxListed is how many names Fields.lookup compares one by one.
+const maxListed = 8
 
 // field is one field of a Fields.
 type field struct {
@@ -73,6 +86,7 @@ func (f *Fields) Alias(name, alias string) *Fields {
 	}
 	fd.names = append(fd.names, alias)
 	f.byFold[key] = fd
+	f.folds = append(f.folds, foldedName{key, fd})
 	return f
 }
 
@@ -84,7 +98,9 @@ func (f *Fields) add(name string, inner *Fields) {
 	if f.count == maxFields {
 		panic(fmt.Sprintf("llm.Fields: more than %d fields", maxFields))
 	}
-	f.byFold[key] = &field{bit: 1 << f.count, names: []string{name}, inner: inner}
+	fd := &field{bit: 1 << f.count, names: []string{name}, inner: inner}
+	f.byFold[key] = fd
+	f.folds = append(f.folds, foldedName{key, fd})
 	f.count++
 }
 
@@ -92,6 +108,14 @@ func (f *Fields) add(name string, inner *Fields) {
 // (a key already case-folded by appendFold), or nil.
 func (f *Fields) lookup(folded []byte) *field {
 	if f == nil {
+		return nil
+	}
+	if len(f.folds) <= maxListed {
+		for _, n := range f.folds {
+			if n.fold == string(folded) {
+				return n.fd
+			}
+		}
 		return nil
 	}
 	return f.byFold[string(folded)]
@@ -134,13 +158,14 @@ func (fd *field) nameIndex(key string) int {
 // first value would be returned, as gjson's Get would. The results are
 // stored in out when it is large enough, so that a caller can keep them
 // on its stack.
+// doc must be a body CheckBody accepted: it is read with ForEach.
 func TopFields(doc gjson.Result, out []gjson.Result, names ...string) []gjson.Result {
 	if cap(out) < len(names) {
 		out = make([]gjson.Result, len(names))
 	}
 	out = out[:len(names)]
 	clear(out)
-	doc.ForEach(func(k, v gjson.Result) bool {
+	ForEach(doc, func(k, v gjson.Result) bool {
 		for i, n := range names {
 			if k.Str == n && !out[i].Exists() {
 				out[i] = v

@@ -2,8 +2,10 @@ package llm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"math/bits"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -89,7 +91,11 @@ func (c *checker) key(i int) (int, *Fields, error) {
 	if j >= len(b) || b[j] != ':' {
 		return j, nil, c.syntaxError(j)
 	}
-	return skipSpace(b, j+1), inner, nil
+	j = skipSpace(b, j+1)
+	if c.capture.on && c.depth == 1 {
+		c.capture.valueStarts(exact, j)
+	}
+	return j, inner, nil
 }
 
 // readKey reads the key whose opening quote is at i and returns it
@@ -98,7 +104,24 @@ func (c *checker) key(i int) (int, *Fields, error) {
 // is read and returned as a slice of the body.
 func (c *checker) readKey(i int, exact, fold []byte) ([]byte, []byte, int, error) {
 	b := c.body
-	for j := i + 1; j < len(b); j++ {
+	j := i + 1
+	// Eight bytes at a time while they are plain ASCII, folded at once,
+	// as long as fold has room for them.
+	for j+8 <= len(b) && len(fold)+8 <= cap(fold) {
+		w := load64(View(b), j)
+		fold = binary.LittleEndian.AppendUint64(fold, foldWord(w))
+		if m := stringStops(w) | w&msbs; m != 0 {
+			n := bits.TrailingZeros64(m) >> 3
+			fold = fold[:len(fold)-8+n]
+			if b[j+n] == '"' {
+				return b[i+1 : j+n], fold, j + n + 1, nil
+			}
+			j += n
+			break
+		}
+		j += 8
+	}
+	for ; j < len(b); j++ {
 		ch := b[j]
 		if ch == '"' {
 			return b[i+1 : j], fold, j + 1, nil
@@ -116,6 +139,17 @@ func (c *checker) readKey(i int, exact, fold []byte) ([]byte, []byte, int, error
 		return nil, nil, end, err
 	}
 	return exact, appendFold(fold[:0], exact), end, nil
+}
+
+// foldWord folds the ASCII letters of w (eight bytes, little-endian) as
+// appendFold does, lower case to upper. Bytes are folded correctly up to
+// the first one that is not ASCII; those after it may not be, and are
+// not used.
+func foldWord(w uint64) uint64 {
+	atLeastA := w + lsbs*(0x80-'a')      // high bit set where a byte ≥ 'a'
+	aboveZ := w + lsbs*(0x80-'z'-1)      // high bit set where a byte > 'z'
+	lower := (atLeastA &^ aboveZ) & msbs // the lower-case letters
+	return w - lower>>2                  // 0x80>>2 is 'a'-'A'
 }
 
 // findListed returns the offset of the key of the object top, in the

@@ -94,14 +94,36 @@ func (c *Counter) Method(model string) Method {
 
 // CountTokens estimates the tokens of text for model.
 func (c *Counter) CountTokens(model, text string) int64 {
+	return c.ForModel(model).CountTokens(text)
+}
+
+// ForModel returns the counter of one model's text. A request's parse
+// counts many strings (every message, every part) for one model; deciding
+// how that model is counted once, rather than for each string, is a good
+// part of the cost of counting short ones.
+func (c *Counter) ForModel(model string) ModelCounter {
 	m := c.Method(model)
-	p := c.profiles[m.Profile]
-	if m.Encoding != "" && (c.cfg.ExactMaxBytes < 0 || len(text) <= c.exactMax()) {
-		if n, ok := exactCount(m.Encoding, text, p); ok {
+	return ModelCounter{c: c, profile: c.profiles[m.Profile], encoding: m.Encoding, scale: m.Scale}
+}
+
+// ModelCounter counts the text of one model, as [Counter.CountTokens]
+// does for it. Its zero value is not usable; it is a small value, made
+// per request by [Counter.ForModel] without allocating.
+type ModelCounter struct {
+	c        *Counter
+	profile  *profile
+	encoding string
+	scale    float64
+}
+
+// CountTokens estimates the tokens of text.
+func (mc ModelCounter) CountTokens(text string) int64 {
+	if mc.encoding != "" && (mc.c.cfg.ExactMaxBytes < 0 || len(text) <= mc.c.exactMax()) {
+		if n, ok := exactCount(mc.encoding, text, mc.profile); ok {
 			return n
 		}
 	}
-	return p.tokens(text, m.Scale)
+	return mc.profile.tokens(text, mc.scale)
 }
 
 func (c *Counter) exactMax() int {

@@ -46,17 +46,16 @@ var messagesFields = llm.NewFields().
 // valid.
 func (Messages) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
 	var req llm.Request
-	if err := llm.CheckBody(body, messagesFields); err != nil {
+	var buf [7]gjson.Result
+	f, err := llm.CheckTop(body, messagesFields, buf[:0], "model", "system", "messages", "tools", "max_tokens", "thinking", "stream")
+	if err != nil {
 		return req, err
 	}
-	var buf [7]gjson.Result
-	f := llm.TopFields(gjson.Parse(llm.View(body)), buf[:0], "model", "system", "messages", "tools", "max_tokens", "thinking", "stream")
 	model, system, msgs, tools, maxTokens, thinking, stream := f[0], f[1], f[2], f[3], f[4], f[5], f[6]
-	var err error
 	if req.Model, err = llm.RequiredString(model, "model"); err != nil {
 		return req, err
 	}
-	c := &counter{counter: opts.TokenCounter(), model: req.Model}
+	c := &counter{counter: opts.TokenCounter(), model: req.Model, text: llm.NewTextCounter(opts.Counter, req.Model)}
 	t := llm.NewTally(opts.Explain)
 	switch sys := system; {
 	case sys.Type == gjson.String:
@@ -74,7 +73,7 @@ func (Messages) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.
 		return req, errors.New("messages must be an array")
 	}
 	var bad error
-	msgs.ForEach(func(i, m gjson.Result) bool {
+	llm.ForEach(msgs, func(i, m gjson.Result) bool {
 		if !m.IsObject() {
 			bad = errors.New("each message must be an object")
 			return false
@@ -164,9 +163,10 @@ const ImageDetail = "the most an image costs on Claude"
 type counter struct {
 	counter llm.Counter
 	model   string
+	text    llm.TextCounter
 }
 
-func (c *counter) count(s string) int64 { return c.counter.CountTokens(c.model, s) }
+func (c *counter) count(s string) int64 { return c.text.Count(s) }
 
 // contentTokens counts, into t, a message's content: a string or an
 // array of blocks.
@@ -184,7 +184,7 @@ func contentTokens(v gjson.Result, c *counter, t *llm.Tally) {
 
 // blocksTokens counts an array of content blocks into t.
 func blocksTokens(blocks gjson.Result, c *counter, t *llm.Tally) {
-	blocks.ForEach(func(_, b gjson.Result) bool {
+	llm.ForEach(blocks, func(_, b gjson.Result) bool {
 		blockTokens(b, c, t)
 		return true
 	})

@@ -53,22 +53,21 @@ var converseFields = llm.NewFields().
 // option or by a reasoningConfig (Amazon Nova) whose type is not
 // "disabled", both passed in additionalModelRequestFields.
 func (Converse) ParseRequest(path string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
-	req, err := llm.NewPathRequest(path, body, converseFields, ModelFromPath)
+	var buf [6]gjson.Result
+	req, f, err := llm.NewPathRequest(path, body, converseFields, ModelFromPath, buf[:0], "messages", "system", "toolConfig", "promptVariables",
+		"inferenceConfig", "additionalModelRequestFields")
 	if err != nil {
 		return req, err
 	}
-	var buf [6]gjson.Result
-	f := llm.TopFields(gjson.Parse(llm.View(body)), buf[:0], "messages", "system", "toolConfig", "promptVariables",
-		"inferenceConfig", "additionalModelRequestFields")
 	msgs, system, toolConfig, promptVars, inference, additional := f[0], f[1], f[2], f[3], f[4], f[5]
-	c := &counter{counter: opts.TokenCounter(), model: req.Model}
+	c := &counter{counter: opts.TokenCounter(), model: req.Model, text: llm.NewTextCounter(opts.Counter, req.Model)}
 
 	t := llm.NewTally(opts.Explain)
 	if msgs.Exists() && !msgs.IsArray() {
 		return req, errors.New("messages must be an array")
 	}
 	var bad error
-	msgs.ForEach(func(i, m gjson.Result) bool {
+	llm.ForEach(msgs, func(i, m gjson.Result) bool {
 		if !m.IsObject() {
 			bad = errors.New("each message must be an object")
 			return false
@@ -148,16 +147,17 @@ func (Converse) ParseRequest(path string, body []byte, opts llm.ParseOptions) (l
 type counter struct {
 	counter llm.Counter
 	model   string
+	text    llm.TextCounter
 }
 
-func (c *counter) count(s string) int64 { return c.counter.CountTokens(c.model, s) }
+func (c *counter) count(s string) int64 { return c.text.Count(s) }
 
 // blocksTokens counts an array of ContentBlocks (or SystemContentBlocks)
 // into t. Each block is a union: an object with one member naming its
 // kind.
 func blocksTokens(blocks gjson.Result, c *counter, t *llm.Tally) {
-	blocks.ForEach(func(_, b gjson.Result) bool {
-		b.ForEach(func(k, v gjson.Result) bool {
+	llm.ForEach(blocks, func(_, b gjson.Result) bool {
+		llm.ForEach(b, func(k, v gjson.Result) bool {
 			blockTokens(k.Str, v, c, t)
 			return true
 		})

@@ -90,13 +90,12 @@ func field(v gjson.Result, camel, snake string) gjson.Result {
 // path. A thinkingConfig turns thinking on (HiddenReasoning) unless its
 // thinkingBudget is 0.
 func (GenerateContent) ParseRequest(path string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
-	req, err := llm.NewPathRequest(path, body, requestFields, ModelFromPath)
+	var buf [8]gjson.Result
+	req, f, err := llm.NewPathRequest(path, body, requestFields, ModelFromPath, buf[:0], "contents", "systemInstruction", "system_instruction", "tools",
+		"cachedContent", "cached_content", "generationConfig", "generation_config")
 	if err != nil {
 		return req, err
 	}
-	var buf [8]gjson.Result
-	f := llm.TopFields(gjson.Parse(llm.View(body)), buf[:0], "contents", "systemInstruction", "system_instruction", "tools",
-		"cachedContent", "cached_content", "generationConfig", "generation_config")
 	either := func(a, b gjson.Result) gjson.Result {
 		if a.Exists() {
 			return a
@@ -105,7 +104,8 @@ func (GenerateContent) ParseRequest(path string, body []byte, opts llm.ParseOpti
 	}
 	contents, sys, tools := f[0], either(f[1], f[2]), f[3]
 	cachedContent, cfg := either(f[4], f[5]), either(f[6], f[7])
-	count := func(s string) int64 { return opts.TokenCounter().CountTokens(req.Model, s) }
+	tc := llm.NewTextCounter(opts.Counter, req.Model)
+	count := tc.Count
 	var notes []string
 
 	t := llm.NewTally(opts.Explain)
@@ -113,7 +113,7 @@ func (GenerateContent) ParseRequest(path string, body []byte, opts llm.ParseOpti
 		return req, errors.New("contents must be an array")
 	}
 	var bad error
-	contents.ForEach(func(i, c gjson.Result) bool {
+	llm.ForEach(contents, func(i, c gjson.Result) bool {
 		if !c.IsObject() {
 			bad = errors.New("each content must be an object")
 			return false
@@ -191,8 +191,8 @@ func thinking(cfg gjson.Result) (bool, error) {
 // partsTokens counts a Content's parts into t, and reports a part that
 // points at a file whose size cannot be known here (fileData).
 func partsTokens(parts gjson.Result, t *llm.Tally, count func(string) int64) (fileData bool) {
-	parts.ForEach(func(_, p gjson.Result) bool {
-		p.ForEach(func(k, v gjson.Result) bool {
+	llm.ForEach(parts, func(_, p gjson.Result) bool {
+		llm.ForEach(p, func(k, v gjson.Result) bool {
 			switch k.Str {
 			case "text":
 				t.Add("text", count(v.Str))

@@ -26,9 +26,10 @@ const (
 type textCounter struct {
 	counter llm.Counter
 	model   string
+	text    llm.TextCounter
 }
 
-func (c *textCounter) count(s string) int64 { return c.counter.CountTokens(c.model, s) }
+func (c *textCounter) count(s string) int64 { return c.text.Count(s) }
 
 // image counts, into t, an image priced by the model's formula (OpenAI's
 // 512-px tiles from detail and size). A data URL tells its size from its
@@ -66,19 +67,19 @@ func (Chat) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Requ
 	if !msgs.IsArray() {
 		return req, errors.New("messages must be an array")
 	}
-	tc := &textCounter{counter: opts.TokenCounter(), model: req.Model}
+	tc := &textCounter{counter: opts.TokenCounter(), model: req.Model, text: llm.NewTextCounter(opts.Counter, req.Model)}
 	count := tc.count
 
 	t := llm.NewTally(opts.Explain)
 	var bad error
-	msgs.ForEach(func(i, m gjson.Result) bool {
+	llm.ForEach(msgs, func(i, m gjson.Result) bool {
 		if !m.IsObject() {
 			bad = errors.New("each message must be an object")
 			return false
 		}
 		outer := t.Enter("messages", int(i.Num), m)
 		t.Overhead(tokensPerMessage)
-		m.ForEach(func(k, v gjson.Result) bool {
+		llm.ForEach(m, func(k, v gjson.Result) bool {
 			switch k.Str {
 			case "content":
 				contentTokens(v, tc, &t)
@@ -154,7 +155,7 @@ func contentTokens(v gjson.Result, tc *textCounter, t *llm.Tally) {
 	case v.Type == gjson.String:
 		t.Add("text", count(v.Str))
 	case v.IsArray():
-		v.ForEach(func(_, part gjson.Result) bool {
+		llm.ForEach(v, func(_, part gjson.Result) bool {
 			switch typ := part.Get("type").Str; typ {
 			case "text":
 				t.Add("text", count(part.Get("text").Str))

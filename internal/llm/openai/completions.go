@@ -35,7 +35,8 @@ func (c Completions) ParseRequest(_ string, body []byte, opts llm.ParseOptions) 
 		return req, err
 	}
 	prompt, suffix, maxTokens, nField, bestOfField, streamOpts := f[0], f[1], f[2], f[3], f[4], f[5]
-	count := func(s string) int64 { return opts.TokenCounter().CountTokens(req.Model, s) }
+	tc := llm.NewTextCounter(opts.Counter, req.Model)
+	count := tc.Count
 	t := llm.NewTally(opts.Explain)
 	prompts, err := promptTokens(prompt, "prompt", &t, count)
 	if err != nil {

@@ -23,7 +23,8 @@ func (Embeddings) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (ll
 	if err != nil {
 		return req, err
 	}
-	count := func(s string) int64 { return opts.TokenCounter().CountTokens(req.Model, s) }
+	tc := llm.NewTextCounter(opts.Counter, req.Model)
+	count := tc.Count
 	t := llm.NewTally(opts.Explain)
 	_, err = promptTokens(f[0], "input", &t, count)
 	req.InputTokens = t.Done("", "")

@@ -17,11 +17,10 @@ const maxFields = 12
 // in opts (an Azure deployment's) is the request's, and the body's is
 // then not read: Azure ignores it.
 func parseBody(body []byte, fields *llm.Fields, opts llm.ParseOptions, out *[maxFields]gjson.Result, names ...string) (f []gjson.Result, req llm.Request, err error) {
-	if err = llm.CheckBody(body, fields); err != nil {
+	var all [maxFields]string
+	if f, err = llm.CheckTop(body, fields, out[:0], append(append(all[:0], "model", "stream"), names...)...); err != nil {
 		return nil, req, err
 	}
-	var all [maxFields]string
-	f = llm.TopFields(gjson.Parse(llm.View(body)), out[:0], append(append(all[:0], "model", "stream"), names...)...)
 	req.Model = opts.Model
 	if req.Model == "" {
 		if req.Model, err = llm.RequiredString(f[0], "model"); err != nil {
@@ -72,7 +71,7 @@ func promptTokens(v gjson.Result, field string, t *llm.Tally, count func(string)
 		return 0, fmt.Errorf("%s must be a string or an array", field)
 	}
 	var ints int64
-	v.ForEach(func(i, item gjson.Result) bool {
+	llm.ForEach(v, func(i, item gjson.Result) bool {
 		switch {
 		case item.Type == gjson.String:
 			outer := t.Enter(field, int(i.Num), item)
@@ -83,7 +82,7 @@ func promptTokens(v gjson.Result, field string, t *llm.Tally, count func(string)
 			ints++
 		case item.IsArray():
 			var ids int64
-			item.ForEach(func(_, id gjson.Result) bool {
+			llm.ForEach(item, func(_, id gjson.Result) bool {
 				if id.Type != gjson.Number {
 					err = fmt.Errorf("%s token arrays must hold integers", field)
 					return false

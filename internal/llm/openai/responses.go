@@ -54,7 +54,7 @@ func (Responses) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm
 		return req, err
 	}
 	req.HiddenReasoning = reasoning.IsObject() && effort != "none"
-	tc := &textCounter{counter: opts.TokenCounter(), model: req.Model}
+	tc := &textCounter{counter: opts.TokenCounter(), model: req.Model, text: llm.NewTextCounter(opts.Counter, req.Model)}
 	count := tc.count
 	var notes []string
 	t := llm.NewTally(opts.Explain)
@@ -64,7 +64,7 @@ func (Responses) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm
 		t.Add("input", count(input.Str))
 	case input.IsArray():
 		var bad error
-		input.ForEach(func(i, item gjson.Result) bool {
+		llm.ForEach(input, func(i, item gjson.Result) bool {
 			if !item.IsObject() {
 				bad = errors.New("input items must be objects")
 				return false
@@ -160,7 +160,7 @@ func responsesContentTokens(v gjson.Result, tc *textCounter, t *llm.Tally) {
 		}
 		return
 	}
-	v.ForEach(func(_, part gjson.Result) bool {
+	llm.ForEach(v, func(_, part gjson.Result) bool {
 		switch typ := part.Get("type").Str; typ {
 		case "input_text", "output_text", "text":
 			t.Add(typ, count(part.Get("text").Str))
