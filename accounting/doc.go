@@ -32,8 +32,11 @@
 //     estimate (a refund or an extra charge), exactly once per reservation.
 //
 // A limit may hold a request it refuses until capacity returns, for a
-// short while, instead ([Limit.WaitUpTo], [Limiter.ReserveWaiting]; see
-// wait.go).
+// short while, instead ([OnExhausted.WaitUpTo], [Limiter.ReserveWaiting]; see
+// wait.go), or send it to a fallback model ([OnExhausted.DowngradeTo],
+// [Limiter.ReserveOrDowngrade]; see exhausted.go), or both: the wait
+// first, the fallback when the wait ends refused
+// ([Limiter.ReserveWaitingOrDowngrade]).
 //
 // Reserving before the call is what makes the limit hold under concurrency:
 // requests that run at the same time see each other's reservations, not

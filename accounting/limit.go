@@ -42,10 +42,10 @@ type Limit struct {
 	// ReserveFor keeps a share of the limit for a privileged tier of
 	// requests (see priority.go); nil keeps none.
 	ReserveFor *ReserveFor
-	// WaitUpTo lets a request this limit refuses wait up to this long
-	// for capacity instead of being refused at once (see wait.go);
-	// zero means no wait.
-	WaitUpTo time.Duration
+	// OnExhausted is what a request the limit refuses gets instead of
+	// the refusal at once: a wait for capacity, a fallback model, or
+	// both (see exhausted.go); the zero value is the refusal.
+	OnExhausted OnExhausted
 }
 
 // policyWindow is the window a header stating the limit's policy names:
@@ -110,6 +110,7 @@ func (l *Limit) Validate() error {
 		bad("time_zone", "only a calendar window (day or month) has a time zone")
 	}
 	errs = append(errs, l.validateWait()...)
+	errs = append(errs, l.validateExhausted()...)
 	if l.Dimension == Concurrent || l.Algorithm == Leases {
 		// A concurrent limit's window is its lease: checked there.
 		errs = append(errs, l.validateConcurrent()...)

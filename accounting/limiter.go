@@ -96,6 +96,7 @@ func (o *Options) Validate() error {
 			}
 		}
 	}
+	errs = append(errs, validateDowngrades(o.Limits)...)
 	for _, model := range slices.Sorted(maps.Keys(o.Prices)) {
 		p := o.Prices[model]
 		errs = append(errs, validPriceKey(model), PrefixFields("models."+model, p.Validate()))
@@ -259,7 +260,7 @@ type Trip struct {
 	// requests that wait for capacity queue by it.
 	Key string
 	// Wait is how long the request may wait for capacity to return
-	// ([Limit.WaitUpTo]); zero when it may not (see waitFor).
+	// ([OnExhausted.WaitUpTo]); zero when it may not (see waitFor).
 	Wait time.Duration
 }
 
@@ -335,7 +336,9 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 }
 
 // reserve is Reserve without counting a rejection: a request that waits
-// for capacity is refused by each attempt but the last.
+// for capacity is refused by each attempt but the last, and a refusal
+// that a downgrade turns into an admission is no rejection (see
+// [Limiter.ReserveOrDowngrade]).
 func (l *Limiter) reserve(ctx context.Context, req Request) (*Reservation, error) {
 	r := &Reservation{
 		ID:          l.idPrefix + strconv.FormatUint(l.idSeq.Add(1), 36),

@@ -12,6 +12,7 @@ type metrics struct {
 	settlements  *prometheus.CounterVec // outcome: ok|retried|lost|no_record
 	releases     *prometheus.CounterVec // outcome: released|not_applied|lost
 	rejectedBy   *prometheus.CounterVec // limit
+	downgrades   *prometheus.CounterVec // limit
 	shadow       *prometheus.CounterVec // limit, outcome: would_admit|would_reject|store_error
 	pendingRetry prometheus.Gauge
 	leases       *prometheus.GaugeVec   // limit
@@ -42,6 +43,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		rejectedBy: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokenwarden_rejections_total",
 			Help: "Rejected requests by the limit named in the reply.",
+		}, []string{"limit"}),
+		downgrades: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokenwarden_downgrades_total",
+			Help: "Requests a limit refused and its on_exhausted.downgrade_to admitted on a fallback model instead, by that limit.",
 		}, []string{"limit"}),
 		shadow: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokenwarden_shadow_decisions_total",
@@ -82,7 +87,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help: "Requests this replica holds while they wait for capacity.",
 	})
 	if reg != nil {
-		reg.MustRegister(m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.shadow, m.pendingRetry, m.leases, m.heldForTier,
+		reg.MustRegister(m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.downgrades, m.shadow, m.pendingRetry, m.leases, m.heldForTier,
 			m.providerBlocked, m.providerCorrected, m.waited, m.waitSeconds, m.waiting)
 	}
 	return m

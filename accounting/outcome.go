@@ -25,6 +25,12 @@ const (
 	// OutcomeRunOver: an agent run's lifetime budget is spent or its
 	// time is up; the run will not be admitted again.
 	OutcomeRunOver Outcome = "run_over"
+	// OutcomeDowngraded: refused on the model it named, and admitted on
+	// a fallback model its limit's on_exhausted names (see
+	// [Limiter.ReserveOrDowngrade]). No single Decision is one: the
+	// caller that rewrites the request counts it in place of the
+	// fallback's OutcomeAdmitted.
+	OutcomeDowngraded Outcome = "downgraded"
 	// OutcomeCancelled: the caller went away while its request waited
 	// for capacity ([Limiter.ReserveWaiting]); nothing was reserved,
 	// and no one is answered.

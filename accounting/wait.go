@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// A limit with [Limit.WaitUpTo] (config: on_exhausted: {wait_up_to: 2s})
+// A limit with [OnExhausted.WaitUpTo] (config: on_exhausted: {wait_up_to: 2s})
 // turns a short refusal into a short wait: a request it refuses, when
 // capacity returns within the wait, is held and admitted when it does,
 // rather than answered 429 and retried by the client. It is for limits
@@ -37,7 +37,7 @@ import (
 // admitted unreserved under fail-open limits, and the error is returned
 // under a fail-closed one.
 
-// MaxWaitUpTo is the longest [Limit.WaitUpTo]. A request held in Envoy
+// MaxWaitUpTo is the longest [OnExhausted.WaitUpTo]. A request held in Envoy
 // keeps its ext_proc message unanswered, and Envoy allows that only up
 // to the filter's max_message_timeout: the wait, plus [WaitMargin], must
 // fit in it. Ten seconds is also about as long as a caller of an
@@ -93,12 +93,12 @@ type Wait struct {
 // limit whose refusals pass.
 func (l *Limit) validateWait() []error {
 	switch {
-	case l.WaitUpTo == 0:
+	case l.OnExhausted.WaitUpTo == 0:
 		return nil
-	case l.WaitUpTo < 0:
+	case l.OnExhausted.WaitUpTo < 0:
 		return []error{FieldErrorf("on_exhausted.wait_up_to", "must not be negative")}
-	case l.WaitUpTo > MaxWaitUpTo:
-		return []error{FieldErrorf("on_exhausted.wait_up_to", "%s is above the longest wait, %s (Envoy's max_message_timeout must cover the wait plus %s)", l.WaitUpTo, MaxWaitUpTo, WaitMargin)}
+	case l.OnExhausted.WaitUpTo > MaxWaitUpTo:
+		return []error{FieldErrorf("on_exhausted.wait_up_to", "%s is above the longest wait, %s (Envoy's max_message_timeout must cover the wait plus %s)", l.OnExhausted.WaitUpTo, MaxWaitUpTo, WaitMargin)}
 	case l.Mode == Shadow:
 		return []error{FieldErrorf("on_exhausted.wait_up_to", "a shadow limit refuses nothing, so nothing waits for it")}
 	case l.Algorithm == Lifetime:
@@ -123,10 +123,10 @@ func waitFor(items []reservedItem, states []CounterState) time.Duration {
 			continue
 		}
 		lim := items[i].limit
-		if lim.WaitUpTo <= 0 || st.NeverFits || lim.Algorithm == Lifetime {
+		if lim.OnExhausted.WaitUpTo <= 0 || st.NeverFits || lim.Algorithm == Lifetime {
 			return 0
 		}
-		wait, last = min(wait, lim.WaitUpTo), max(last, st.RetryAfter)
+		wait, last = min(wait, lim.OnExhausted.WaitUpTo), max(last, st.RetryAfter)
 	}
 	if wait == math.MaxInt64 || last > wait {
 		return 0
@@ -135,7 +135,7 @@ func waitFor(items []reservedItem, states []CounterState) time.Duration {
 }
 
 // ReserveWaiting is [Limiter.Reserve], except that a request refused by
-// limits that let it wait (see [Limit.WaitUpTo]) is held until capacity
+// limits that let it wait (see [OnExhausted.WaitUpTo]) is held until capacity
 // returns, its context ends, or its wait is over. hold is called once,
 // before the request is held, with the longest it may be held; a caller
 // that must keep something alive meanwhile (extproc extends Envoy's
@@ -150,6 +150,17 @@ func waitFor(items []reservedItem, states []CounterState) time.Duration {
 // context may end while the store admits it: that admission is returned,
 // and settles as any admission whose client left.)
 func (l *Limiter) ReserveWaiting(ctx context.Context, req Request, hold func(upTo time.Duration) error) (*Reservation, error) {
+	r, err := l.reserveWaiting(ctx, req, hold)
+	if err == nil && !r.Admitted && r.Wait.Outcome != WaitCancelled {
+		l.countRefusal(r)
+	}
+	return r, err
+}
+
+// reserveWaiting is ReserveWaiting without counting a refusal: a refusal
+// that a downgrade then turns into an admission is no rejection (see
+// [Limiter.ReserveWaitingOrDowngrade]).
+func (l *Limiter) reserveWaiting(ctx context.Context, req Request, hold func(upTo time.Duration) error) (*Reservation, error) {
 	start := time.Now()
 	r, err := l.reserve(ctx, req)
 	if err != nil || r.Admitted {
@@ -240,9 +251,9 @@ func (l *Limiter) waited(r *Reservation, refusedAt, start time.Time, o WaitOutco
 
 // refused returns r, a refusal made at refusedAt, as of now: its
 // Retry-After and resets count from now, and o (empty: it did not wait)
-// is its wait's outcome, begun at start. A refusal that reaches a
-// caller, which is all but a cancelled one, is counted by the limit it
-// names, as Reserve counts it.
+// is its wait's outcome, begun at start. It does not count the refusal:
+// the caller does, once it knows the refusal reaches the client (a
+// cancelled one does not, nor one a downgrade admits).
 func (l *Limiter) refused(r *Reservation, refusedAt, start time.Time, o WaitOutcome) *Reservation {
 	now := time.Now()
 	if o != "" {
@@ -253,9 +264,6 @@ func (l *Limiter) refused(r *Reservation, refusedAt, start time.Time, o WaitOutc
 	r.Trip.Reset = max(r.Trip.Reset-since, 0)
 	if d := &r.Dims[r.Trip.Limit.Dimension]; d.Applied {
 		d.Reset = max(d.Reset-since, 0)
-	}
-	if o != WaitCancelled {
-		l.countRefusal(r)
 	}
 	return r
 }

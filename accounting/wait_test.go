@@ -24,7 +24,7 @@ import (
 // lets a refused request wait up to wait.
 func perSecond(n int64, wait time.Duration) accounting.Limit {
 	return accounting.Limit{Name: "rps", Dimension: accounting.Requests, Scope: []string{"tenant"},
-		Algorithm: accounting.FixedWindow, Limit: n, Window: time.Second, WaitUpTo: wait}
+		Algorithm: accounting.FixedWindow, Limit: n, Window: time.Second, OnExhausted: accounting.OnExhausted{WaitUpTo: wait}}
 }
 
 // waitLimiter is a Limiter on a memory store in the current bubble, with
@@ -432,9 +432,9 @@ func TestWaitStoreFails(t *testing.T) {
 
 func TestWaitUpToIsValidated(t *testing.T) {
 	lifetime := accounting.Limit{Name: "run", Dimension: accounting.Requests, Scope: []string{"run"},
-		Algorithm: accounting.Lifetime, Limit: 3, Window: time.Hour, WaitUpTo: time.Second}
+		Algorithm: accounting.Lifetime, Limit: 3, Window: time.Hour, OnExhausted: accounting.OnExhausted{WaitUpTo: time.Second}}
 	concurrent := accounting.Limit{Name: "inflight", Dimension: accounting.Concurrent, Algorithm: accounting.Leases,
-		Limit: 3, Window: time.Minute, WaitUpTo: time.Second}
+		Limit: 3, Window: time.Minute, OnExhausted: accounting.OnExhausted{WaitUpTo: time.Second}}
 	shadowWait := perSecond(1, time.Second)
 	shadowWait.Mode = accounting.Shadow
 	tests := []struct {

@@ -319,7 +319,7 @@ func (c *Config) limits(f *file, p *problems) {
 		} else if l.Window, l.Calendar, err = parseWindow(lf.Window); err != nil {
 			p.add(field+".window", "%v", err)
 		}
-		waitOf(&l, &lf, field, p)
+		onExhaustedOf(&l, &lf, field, p)
 		switch lf.OnStoreError {
 		case "":
 			// Money limits fail closed; a request count protects servers,
@@ -377,6 +377,7 @@ func (c *Config) settlement(f *file, p *problems) {
 	}
 	c.Server.IETFRateLimitHeaders = f.RateLimitHeaders.IETF
 	c.Server.NoAnthropicRateLimitHeaders = f.RateLimitHeaders.Anthropic != nil && !*f.RateLimitHeaders.Anthropic
+	c.Server.ShouldRetryMax = shouldRetryMax(f.RateLimitHeaders.ShouldRetryMax, p)
 }
 
 // amount converts a limit as written to the dimension's integer unit:

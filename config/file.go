@@ -31,6 +31,9 @@ type rateLimitHeadersFile struct {
 	// Anthropic sets anthropic-ratelimit-* on Anthropic routes; on unless
 	// set to false.
 	Anthropic *bool `yaml:"anthropic"`
+	// ShouldRetryMax is the longest wait a 429 invites a retry after (a
+	// duration, or "off"); default 60s.
+	ShouldRetryMax string `yaml:"should_retry_max"`
 }
 
 type logFile struct {

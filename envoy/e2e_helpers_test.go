@@ -125,6 +125,34 @@ limits:
     algorithm: lifetime
     limit: 3
     max_duration: 1h
+  # Only for callers whose token says tier "degrade": their first gpt-4o
+  # request goes to gpt-4o, the rest to gpt-4o-mini, which envoy.yaml's
+  # x-tokenwarden-model route sends to the rig's second fakellm.
+  - name: e2e-degrade-4o
+    dimension: requests
+    scope: [tenant]
+    match: {tier: degrade, model: gpt-4o}
+    algorithm: fixed_window
+    limit: 1
+    window: 31d
+    on_exhausted: {downgrade_to: gpt-4o-mini}
+  # The same for Gemini, which names the model in the path.
+  - name: e2e-degrade-pro
+    dimension: requests
+    scope: [tenant]
+    match: {tier: degrade, model: gemini-2.5-pro}
+    algorithm: fixed_window
+    limit: 1
+    window: 31d
+    on_exhausted: {downgrade_to: gemini-2.5-flash}
+  # Where the "degrade" callers' tokens were charged, model by model.
+  - name: e2e-degrade-tokens
+    dimension: tokens
+    scope: [tenant, model]
+    match: {tier: degrade}
+    algorithm: fixed_window
+    limit: 1000000
+    window: 31d
   # A provider account, for the callers that name one in x-e2e-provider
   # only: the provider's 429s and remaining figures correct it.
   - name: e2e-provider-tokens
@@ -165,11 +193,15 @@ type rigHolder struct {
 
 // e2eRig is the running stack.
 type e2eRig struct {
-	dir         string // temporary files; removed by stop
-	twBin       string
-	twConfig    string
-	llm         *e2eProc
-	llmAddr     string
+	dir      string // temporary files; removed by stop
+	twBin    string
+	twConfig string
+	llm      *e2eProc
+	llmAddr  string
+	// llm2 is a second fakellm, the upstream of the fallback model's
+	// route (see e2eRigRoutes).
+	llm2        *e2eProc
+	llm2Addr    string
 	envoy       *e2eProc
 	listen      string // Envoy's "llm" listener
 	admin       string // Envoy's admin interface
@@ -250,6 +282,15 @@ func startRig(t *testing.T, envoyBin string) (*e2eRig, error) {
 		return nil, err
 	}
 	r.llmAddr = m[1]
+	r.llm2, err = startE2EProc(dir, "fakellm-fallback", llmBin, "-listen", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	m, err = r.llm2.awaitOutput(regexp.MustCompile(`msg=listening addr=(\S+)`), 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	r.llm2Addr = m[1]
 
 	r.twConfig = filepath.Join(dir, "tokenwarden.yaml")
 	if err := os.WriteFile(r.twConfig, []byte(e2eConfig), 0o644); err != nil {
@@ -263,7 +304,7 @@ func startRig(t *testing.T, envoyBin string) (*e2eRig, error) {
 	// process can take a port chosen in advance.
 	cfg := filepath.Join(dir, "envoy.yaml")
 	a := addrs{listen: "127.0.0.1:0", admin: "127.0.0.1:0", tokenwarden: r.tw.listen, upstream: r.llmAddr}
-	if err := os.WriteFile(cfg, renderBootstrap(t, a, e2eRigRoutes(t), e2eRigRequestAttributes(t)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, renderBootstrap(t, a, e2eRigRoutes(t), e2eFallbackRoute(t, r.llm2Addr), e2eRigRequestAttributes(t)), 0o644); err != nil {
 		return nil, err
 	}
 	adminFile := filepath.Join(dir, "envoy-admin-address")
@@ -382,7 +423,7 @@ func (r *e2eRig) stop() {
 	r.mu.Lock()
 	tw := r.tw
 	r.mu.Unlock()
-	for _, p := range []*e2eProc{r.envoy, tw.proc(), r.llm} {
+	for _, p := range []*e2eProc{r.envoy, tw.proc(), r.llm, r.llm2} {
 		if p != nil {
 			p.kill()
 		}

@@ -261,8 +261,13 @@ func TestE2ERateLimited(t *testing.T) {
 		if reset, err := time.ParseDuration(resp.header.Get("x-ratelimit-reset-tokens")); err != nil || reset <= 0 {
 			t.Errorf("x-ratelimit-reset-tokens: got %q, want a positive Go duration", resp.header.Get("x-ratelimit-reset-tokens"))
 		}
-		if v := resp.header.Get("x-should-retry"); v == "false" {
-			t.Errorf("x-should-retry: got false on a request that fits after a wait")
+		// The SDKs honour a wait of up to 60 s; a longer one is told not
+		// to retry, with the time to come back.
+		if v := resp.header.Get("x-should-retry"); (v == "false") != (retry > 60) {
+			t.Errorf("x-should-retry: got %q for retry-after %d, want false only past 60 s", v, retry)
+		}
+		if at, err := time.Parse(time.RFC3339, resp.header.Get("x-tokenwarden-reset-at")); err != nil || at.Before(time.Now()) {
+			t.Errorf("x-tokenwarden-reset-at: got %q, want an RFC 3339 time to come", resp.header.Get("x-tokenwarden-reset-at"))
 		}
 		var e struct {
 			Error struct{ Message, Type, Code string }

@@ -331,6 +331,9 @@ func TestEnvoyRunsBootstrap(t *testing.T) {
 		resp, err := post(t, a.listen, chatBody(100), map[string]string{
 			"Authorization": "Bearer " + acme, "tag": "verified",
 			"X-Tenant-Id": "evil", "X-User-Id": "mallory", "X-Tier": "enterprise", "X-Agent-Run-Id": "run-1",
+			// The routing header of a downgrade is tokenwarden's to set:
+			// a client's own must not choose the upstream.
+			"X-Tokenwarden-Model": "gpt-4o-mini",
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -348,8 +351,11 @@ func TestEnvoyRunsBootstrap(t *testing.T) {
 		if payload["tenant"] != "acme" || payload["sub"] != "alice" {
 			t.Errorf("ext_proc saw %s metadata %s: got %v, want the JWT payload (tenant acme, sub alice)", jwtNamespace, jwtPayloadKey, payload)
 		}
+		if got := ex.headers["x-tokenwarden-model"]; len(got) != 0 {
+			t.Errorf("ext_proc saw the client's x-tokenwarden-model %q, want it stripped at the edge", got)
+		}
 		h, _ := up.last()
-		for _, name := range identityHeaders {
+		for _, name := range append(identityHeaders, "x-tokenwarden-model") {
 			if v := h.Get(name); v != "" {
 				t.Errorf("upstream got %s: %q, want it removed before the provider", name, v)
 			}

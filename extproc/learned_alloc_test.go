@@ -27,8 +27,10 @@ func TestLearnedLifecycleAllocs(t *testing.T) {
 		}
 		return n
 	}
+	// Under the race detector sync.Pool drops objects at random, so the
+	// two servers' counts wander apart by more than a GC's one.
 	base, with := least(plain), least(learning)
-	if with > base {
+	if with > base+raceAllocSlack {
 		t.Errorf("allocations per lifecycle: %.0f learning, %.0f without; want no more", with, base)
 	}
 }

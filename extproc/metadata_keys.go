@@ -10,10 +10,14 @@ const MetadataNamespace = "tokenwarden"
 // interface with whoever reads those logs: the shipped configs, the
 // docs and the tests name them, so they are written here once.
 const (
-	// MetaDecision is "admitted" or "rejected".
+	// MetaDecision is "admitted", "rejected" or "downgraded".
 	MetaDecision = "decision"
-	// MetaLimit names the limit a rejection tripped.
+	// MetaLimit names the limit a rejection tripped, or the one whose
+	// on_exhausted downgraded the request.
 	MetaLimit = "limit"
+	// MetaDowngradedFrom is the model a downgraded request named; its
+	// MetaModel is the fallback's.
+	MetaDowngradedFrom = "downgraded_from"
 	// MetaReservation is the reservation's ID, as the settlement log
 	// line names it.
 	MetaReservation = "reservation"

@@ -71,35 +71,51 @@ func immediate(api llm.API, e llm.Error, details string, headers []*corev3.Heade
 	}
 }
 
-// rejection renders the 429 for a reservation that did not fit.
-// extra are further rate-limit headers to set (the IETF and Anthropic
-// families, as configured).
-func rejection(api llm.API, r *accounting.Reservation, extra []*corev3.HeaderValueOption) *extprocv3.ProcessingResponse {
+// rejection renders the 429 for a reservation that did not fit, at
+// now. extra are further rate-limit headers to set (the IETF and
+// Anthropic families, as configured); maxWait is Options.ShouldRetryMax.
+//
+// A 429 the client should not retry (see [shouldRetry]) carries
+// x-should-retry: false, which the OpenAI and Anthropic SDKs obey. One
+// that has a reset time (not a request too large for the limit, nor a
+// run's spent budget) carries it in retry-after, retry-after-ms and, as an
+// RFC 3339 time, x-tokenwarden-reset-at.
+func rejection(api llm.API, r *accounting.Reservation, extra []*corev3.HeaderValueOption, now time.Time, maxWait time.Duration) *extprocv3.ProcessingResponse {
 	t := &r.Trip
 	d := t.Limit.Dimension
 	var headers []*corev3.HeaderValueOption
 	headers = rateLimitHeaders(new(rateLimitBlock), &r.Dims, headers)
 	headers = append(headers, extra...)
 	headers = append(headers, setHeader("x-tokenwarden-limit", t.Limit.Name))
+	retry := shouldRetry(t, maxWait)
+	if !retry {
+		headers = append(headers, setHeader("x-should-retry", "false"))
+	}
 	var msg string
 	code := "rate_limit_exceeded"
-	if t.Final && !t.NeverFits {
+	switch {
+	case t.Final && !t.NeverFits:
 		// A lifetime budget never frees: retrying cannot help.
-		headers = append(headers, setHeader("x-should-retry", "false"))
 		msg, code = runOverMessage(t), "run_budget_exceeded"
-	} else if t.NeverFits {
-		headers = append(headers, setHeader("x-should-retry", "false"))
+	case t.NeverFits:
 		msg = fmt.Sprintf("Request too large for limit %s on %s: it needs %s but the limit allows at most %s%s. Retrying will not help: reduce the input or the output cap.",
 			t.Limit.Name, d, formatAmount(d, t.Requested), formatAmount(d, t.Limit.Capacity()), per(t.Limit))
-	} else {
+	default:
 		secs := int64(math.Ceil(t.RetryAfter.Seconds()))
 		ms := int64(math.Ceil(float64(t.RetryAfter) / float64(time.Millisecond)))
+		at := resetAt(t, now).Format(time.RFC3339)
 		headers = append(headers,
 			setHeader("retry-after", strconv.FormatInt(max(secs, 1), 10)),
-			setHeader("retry-after-ms", strconv.FormatInt(max(ms, 1), 10)))
-		msg = fmt.Sprintf("Rate limit reached for limit %s on %s: limit %s%s, remaining %s, requested %s. Please try again in %s.",
+			setHeader("retry-after-ms", strconv.FormatInt(max(ms, 1), 10)),
+			setHeader("x-tokenwarden-reset-at", at))
+		msg = fmt.Sprintf("Rate limit reached for limit %s on %s: limit %s%s, remaining %s, requested %s. ",
 			t.Limit.Name, d, formatAmount(d, t.Limit.Capacity()), per(t.Limit), formatAmount(d, max(0, t.Remaining)),
-			formatAmount(d, t.Requested), formatReset(t.RetryAfter))
+			formatAmount(d, t.Requested))
+		if retry {
+			msg += "Please try again in " + formatReset(t.RetryAfter) + "."
+		} else {
+			msg += "The limit has room again at " + at + " (in " + formatReset(t.RetryAfter) + "): do not retry before then."
+		}
 	}
 	return immediate(api, llm.Error{Kind: llm.RateLimited, Dimension: d.String(), Code: code, Message: msg},
 		"tokenwarden_rate_limited", headers)

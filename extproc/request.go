@@ -79,7 +79,7 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata, 
 	// send either body (an override sets both body modes).
 	st.target.api = nil
 	st.attrs = append(st.attrs, accounting.Attribute{Name: "api", Value: "other"})
-	if resp, done := st.reserve(accounting.Request{Attributes: st.attrs, RequestsOnly: true}); done {
+	if resp, done := st.reserve(accounting.Request{Attributes: st.attrs, RequestsOnly: true}, nil); done {
 		return resp, true
 	}
 	return &extprocv3.ProcessingResponse{
@@ -207,10 +207,18 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 		accounting.Attribute{Name: AttributeAPI, Value: api.Name()})
 	est := st.learnedEstimate(req.Estimate())
 	if resp, done := st.reserve(accounting.Request{Attributes: st.attrs, Model: req.Model, Estimate: est,
-		PriceFactor: st.s.priceFactor(req.ServiceTier)}); done {
+		PriceFactor: st.s.priceFactor(req.ServiceTier)}, st.downgrader(body)); done {
+		st.dg = downgrade{}
 		return resp, true
 	}
 	st.decided = true
+	// replace: the body Envoy holds is not the one to send upstream.
+	replace := st.held
+	if st.dg.from != "" && st.dg.body != nil {
+		// Admitted on a fallback: the body that names it goes upstream
+		// (with the edits below, made for the fallback).
+		body, st.dg.body, replace = st.dg.body, nil, true
+	}
 	st.s.m.tokensEstimated(api.Name(), est.Total())
 
 	r := new(requestBodyReply)
@@ -221,7 +229,13 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 	var buf [512]byte
 	md := newDynamicMetadata(buf[:])
 	st.reservationMetadata(&md)
-	md.str(MetaDecision, "admitted")
+	if st.dg.from != "" {
+		md.str(MetaDecision, "downgraded")
+		md.str(MetaDowngradedFrom, st.dg.from)
+		md.str(MetaLimit, st.dg.limit)
+	} else {
+		md.str(MetaDecision, "admitted")
+	}
 	if sr := st.res.ShadowRejected; sr != nil {
 		md.str(MetaShadowRejected, limitNames(sr))
 	}
@@ -233,7 +247,7 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 		// the original: the reservation already bounds the charge.
 		st.s.log.Warn("request body edit failed", "api", api.Name(), "err", err)
 	}
-	if edited == nil && st.held {
+	if edited == nil && replace {
 		edited = body
 	}
 	if edited != nil {
@@ -246,6 +260,14 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 			r.set[0], r.opt.Header = &r.opt, &r.length
 			r.length.Key, r.length.RawValue = "content-length", strconv.AppendInt(r.digits[:0], int64(len(edited)), 10)
 		}
+	}
+	if st.dg.from != "" && st.bodyMode != filterv3.ProcessingMode_STREAMED {
+		// The request's headers wait for this reply (BUFFERED): name the
+		// fallback for the routes, and have Envoy match the route again
+		// on the edited headers.
+		r.body.Response, r.common.HeaderMutation = &r.common, &r.hm
+		r.hm.SetHeaders = st.downgradeHeaders(r.hm.SetHeaders)
+		r.common.ClearRouteCache = true
 	}
 	return &r.resp, false
 }
@@ -267,11 +289,18 @@ type requestBodyReply struct {
 }
 
 // reserve runs the limiter. On anything but an admission it returns the
-// reply that ends the request, and done.
-func (st *stream) reserve(req accounting.Request) (resp *extprocv3.ProcessingResponse, done bool) {
+// reply that ends the request, and done. With downgrade (see
+// [stream.downgrader]), a refusal may be admitted on a fallback model.
+func (st *stream) reserve(req accounting.Request, downgrade func(model string) bool) (resp *extprocv3.ProcessingResponse, done bool) {
 	api := st.target.api
 	start := time.Now()
-	res, err := st.s.opts.Limiter.ReserveWaiting(st.ctx, req, st.hold)
+	var res, refused *accounting.Reservation
+	var err error
+	if downgrade != nil {
+		res, refused, err = st.s.opts.Limiter.ReserveWaitingOrDowngrade(st.ctx, req, st.hold, downgrade)
+	} else {
+		res, err = st.s.opts.Limiter.ReserveWaiting(st.ctx, req, st.hold)
+	}
 	took := time.Since(start)
 	if !st.heldAt.IsZero() {
 		// The decision's own time; the wait is in tokenwarden_wait_seconds.
@@ -292,7 +321,7 @@ func (st *stream) reserve(req accounting.Request) (resp *extprocv3.ProcessingRes
 			st.s.log.Debug("rejected", "api", apiName(api), "limit", res.Trip.Limit.Name,
 				"requested", res.Trip.Requested, "retry_after", res.Trip.RetryAfter, "never_fits", res.Trip.NeverFits)
 		}
-		resp := rejection(api, res, st.s.standardRateLimitHeaders(api, &res.Dims, nil))
+		resp := rejection(api, res, st.s.standardRateLimitHeaders(api, &res.Dims, nil), time.Now(), st.s.opts.ShouldRetryMax)
 		var buf [256]byte
 		md := newDynamicMetadata(buf[:])
 		md.str(MetaDecision, "rejected")
@@ -303,6 +332,10 @@ func (st *stream) reserve(req accounting.Request) (resp *extprocv3.ProcessingRes
 		return resp, true
 	}
 	st.res = res
-	st.count(api, string(res.Outcome()))
+	outcome := string(res.Outcome())
+	if refused != nil {
+		outcome = st.downgraded(refused, res)
+	}
+	st.count(api, outcome)
 	return nil, false
 }

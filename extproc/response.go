@@ -45,6 +45,9 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders, attrs map[string]*st
 	if st.s.wantsStandardHeaders(api) {
 		r.hm.SetHeaders = st.s.standardRateLimitHeaders(api, &st.res.Dims, r.hm.SetHeaders)
 	}
+	if st.dg.from != "" {
+		r.hm.SetHeaders = append(r.hm.SetHeaders, setHeader(DowngradedHeader, st.dg.from+"->"+st.req.Model))
+	}
 	if api != nil && st.ok() && st.origin == fromUpstream && st.responseBodyUnseen && !h.EndOfStream {
 		// The filter sends no response body: what was generated cannot
 		// be seen, so the reservation stands, as for an encoding that

@@ -9,6 +9,7 @@ import (
 	"math"
 	"runtime/debug"
 	"sync/atomic"
+	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,8 +80,13 @@ type Options struct {
 	// headers tokenwarden sets on Anthropic routes (in place of the
 	// provider's, which are removed either way).
 	NoAnthropicRateLimitHeaders bool
-	Logger                      *slog.Logger
-	Registerer                  prometheus.Registerer
+	// ShouldRetryMax is the longest wait a 429 invites the client to
+	// retry after: a longer one says x-should-retry: false and names the
+	// time the limit resets. Zero means DefaultShouldRetryMax; negative
+	// means never (every 429 with a reset time invites a retry).
+	ShouldRetryMax time.Duration
+	Logger         *slog.Logger
+	Registerer     prometheus.Registerer
 
 	// TracerProvider receives a span for each request's decision and one
 	// for its settlement, in the trace the request came with (see the

@@ -225,7 +225,10 @@ func decodeError(t *testing.T, body []byte) openaiError {
 }
 
 func TestRateLimitedReply(t *testing.T) {
-	r := newRig(t, []accounting.Limit{tokensLimit("tenant-tokens", 1500, "tenant")})
+	// An hour's window frees within ShouldRetryMax: the reply invites a
+	// retry (TestLongWaitReply is the reply past it).
+	r := newRig(t, []accounting.Limit{tokensLimit("tenant-tokens", 1500, "tenant")},
+		withServer(func(o *extproc.Options) { o.ShouldRetryMax = 2 * time.Hour }))
 	small := []byte(`{"model":"gpt-4o-mini","max_tokens":1000,"messages":[{"role":"user","content":"hi"}]}`)
 	// Usage of 1200 is booked, leaving 300.
 	resp := r.envoy.Do(t.Context(), chatRequest("a", small),

@@ -73,6 +73,9 @@ type stream struct {
 	// would be, once learned), under learnKey, which settlement feeds.
 	learning bool
 	learnKey learned.Key
+	// dg is the request's downgrade, if a limit sent it to a fallback
+	// model.
+	dg downgrade
 
 	status int
 	origin origin

@@ -19,7 +19,7 @@ import (
 // waits up to wait.
 func waitingLimit(window, wait time.Duration) accounting.Limit {
 	return accounting.Limit{Name: "tenant-rps", Dimension: accounting.Requests, Scope: []string{"tenant"},
-		Algorithm: accounting.FixedWindow, Limit: 1, Window: window, WaitUpTo: wait}
+		Algorithm: accounting.FixedWindow, Limit: 1, Window: window, OnExhausted: accounting.OnExhausted{WaitUpTo: wait}}
 }
 
 // metricValue returns name{label=value} in reg (a counter, or a gauge),

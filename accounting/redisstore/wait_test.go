@@ -17,7 +17,7 @@ import (
 func TestWaitAcrossReplicas(t *testing.T) {
 	srv := redistest.Start(t)
 	limits := []accounting.Limit{{Name: "rps", Dimension: accounting.Requests, Scope: []string{"tenant"},
-		Algorithm: accounting.FixedWindow, Limit: 1, Window: time.Second, WaitUpTo: 3 * time.Second}}
+		Algorithm: accounting.FixedWindow, Limit: 1, Window: time.Second, OnExhausted: accounting.OnExhausted{WaitUpTo: 3 * time.Second}}}
 	replica := func() *accounting.Limiter {
 		l, err := accounting.New(accounting.Options{Store: newStore(t, srv, Options{}), Limits: limits})
 		if err != nil {

@@ -77,6 +77,7 @@ func printConfig(w io.Writer, cfg *config.Config) {
 		strings.Join(reasoning, ", "), background)
 	fmt.Fprintf(w, "rate-limit headers: x-ratelimit-*, IETF RateLimit %v, anthropic-ratelimit-* on Anthropic routes %v\n",
 		s.IETFRateLimitHeaders, !s.NoAnthropicRateLimitHeaders)
+	fmt.Fprintln(w, retryHintSummary(s.ShouldRetryMax))
 	fmt.Fprintln(w, tracingSummary(cfg))
 	tiers := s.ServiceTierFactors
 	if tiers == nil {
@@ -143,6 +144,7 @@ func printConfig(w io.Writer, cfg *config.Config) {
 		} else {
 			line += ", on store error " + l.OnStoreError.String()
 		}
+		line += exhaustedLine(&l)
 		fmt.Fprintln(w, line)
 	}
 	if note := waitTimeoutNote(limits); note != "" {

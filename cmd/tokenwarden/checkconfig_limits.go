@@ -21,6 +21,22 @@ func lifetimeLine(l *accounting.Limit, scope string) string {
 		l.Name, formatLimit(l.Dimension, l.Limit), l.Dimension, scope, humanWindow(l.Window))
 }
 
+// exhaustedLine is what check-config adds to a limit's line for its
+// on_exhausted: where a request it refuses goes instead of the 429 (after
+// its wait, when it has one: see waitNote).
+func exhaustedLine(l *accounting.Limit) string {
+	to := l.OnExhausted.DowngradeTo
+	if to == "" {
+		return ""
+	}
+	when := "when exhausted"
+	if l.OnExhausted.WaitUpTo > 0 {
+		when = "when the wait ends refused"
+	}
+	return fmt.Sprintf("; %s, downgrades %s to %s (reserved on %s's limits, without a wait; x-tokenwarden-model: %s for the routes)",
+		when, l.Match[accounting.AttributeModel], to, to, to)
+}
+
 // reserveForText describes a limit's reserve for check-config: what the
 // privileged tier keeps, and what everyone else is held to.
 func reserveForText(l *accounting.Limit) string {
@@ -37,10 +53,10 @@ func reserveForText(l *accounting.Limit) string {
 // waitNote describes a limit's on_exhausted wait for check-config; empty
 // without one.
 func waitNote(l *accounting.Limit) string {
-	if l.WaitUpTo <= 0 {
+	if l.OnExhausted.WaitUpTo <= 0 {
 		return ""
 	}
-	return fmt.Sprintf(", waits up to %s for capacity when exhausted", l.WaitUpTo)
+	return fmt.Sprintf(", waits up to %s for capacity when exhausted", l.OnExhausted.WaitUpTo)
 }
 
 // waitTimeoutNote tells the operator what Envoy needs for the limits'
@@ -50,7 +66,7 @@ func waitNote(l *accounting.Limit) string {
 func waitTimeoutNote(limits []accounting.Limit) string {
 	var longest time.Duration
 	for i := range limits {
-		longest = max(longest, limits[i].WaitUpTo)
+		longest = max(longest, limits[i].OnExhausted.WaitUpTo)
 	}
 	if longest == 0 {
 		return ""

@@ -34,7 +34,26 @@ func TestPrintConfig(t *testing.T) {
 			"hidden reasoning models [o1*, o3*, o4*, gpt-5*, codex-*, gemini-2.5*, gemini-3*, grok-3-mini*, grok-4*] keep their output cap; background responses: reserve",
 			"1 limits:",
 			"  t                        5 tokens per minute, global, sliding_window, on store error deny",
+			"429s whose limit frees in more than 1m0s say x-should-retry: false and name the reset time (x-tokenwarden-reset-at)",
 		}, []string{"allow_eviction", "max_message_timeout"}},
+		{"downgrade", `
+models: {default: {input: 1, output: 2}}
+limits:
+  - {name: 4o-daily, dimension: cost, limit: 50, window: day, match: {model: gpt-4o}, on_exhausted: {downgrade_to: gpt-4o-mini}}
+`, []string{
+			"  4o-daily                 $50.000000 cost per day, global, sliding_window, when model=gpt-4o, on store error deny; when exhausted, downgrades gpt-4o to gpt-4o-mini (reserved on gpt-4o-mini's limits, without a wait; x-tokenwarden-model: gpt-4o-mini for the routes)",
+		}, nil},
+		{"retry hint off", "rate_limit_headers: {should_retry_max: \"off\"}\n", []string{
+			"429s with a reset time invite a retry however long the wait (should_retry_max off)",
+		}, nil},
+		{"wait then downgrade", `
+models: {default: {input: 1, output: 2}}
+limits:
+  - {name: 4o-rps, dimension: requests, limit: 5, window: 1s, match: {model: gpt-4o}, on_exhausted: {wait_up_to: 2s, downgrade_to: gpt-4o-mini}}
+`, []string{
+			"  4o-rps                   5 requests per second, global, sliding_window, when model=gpt-4o, waits up to 2s for capacity when exhausted, on store error allow; when the wait ends refused, downgrades gpt-4o to gpt-4o-mini (reserved on gpt-4o-mini's limits, without a wait; x-tokenwarden-model: gpt-4o-mini for the routes)",
+			"limits hold refused requests up to 2s: the ext_proc filter's max_message_timeout must be at least 3s",
+		}, nil},
 		{"settings", `
 store: {type: redis, redis: {url: 'redis://127.0.0.1:6379/0', allow_eviction: true}}
 identity: {attributes: {tenant: {header: X-Tenant}, sub: {metadata: {namespace: jwt, key: payload, path: [sub]}, default: anon}}, required: [tenant]}

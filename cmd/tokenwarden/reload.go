@@ -112,8 +112,8 @@ func configChanges(cur, next *config.Config) (live, restart []string) {
 	diff(&live, "settlement", []any{c.HiddenReasoningModels, c.RefuseBackground}, []any{n.HiddenReasoningModels, n.RefuseBackground})
 	diff(&live, "azure.deployments", c.AzureDeployments, n.AzureDeployments)
 	diff(&live, "service_tiers", c.ServiceTierFactors, n.ServiceTierFactors)
-	diff(&live, "rate_limit_headers", []bool{c.IETFRateLimitHeaders, c.NoAnthropicRateLimitHeaders},
-		[]bool{n.IETFRateLimitHeaders, n.NoAnthropicRateLimitHeaders})
+	diff(&live, "rate_limit_headers", []any{c.IETFRateLimitHeaders, c.NoAnthropicRateLimitHeaders, c.ShouldRetryMax},
+		[]any{n.IETFRateLimitHeaders, n.NoAnthropicRateLimitHeaders, n.ShouldRetryMax})
 	diff(&live, "strip_accept_encoding", c.StripAcceptEncoding, n.StripAcceptEncoding)
 	// What is left of the server options: those named above cleared,
 	// and the counter, which the estimation section builds.
@@ -121,6 +121,7 @@ func configChanges(cur, next *config.Config) (live, restart []string) {
 		o.Identity, o.DefaultOutputCap, o.InjectOutputCap, o.InjectStreamUsage = extproc.Identity{}, 0, false, false
 		o.HiddenReasoningModels, o.RefuseBackground, o.AzureDeployments, o.ServiceTierFactors = nil, false, nil, nil
 		o.IETFRateLimitHeaders, o.NoAnthropicRateLimitHeaders, o.StripAcceptEncoding = false, false, false
+		o.ShouldRetryMax = 0
 		o.Counter = nil
 	}
 	diff(&live, "other settings", c, n)

@@ -65,6 +65,7 @@ func TestConfigChanges(t *testing.T) {
 		{name: "azure", next: baseConfig + "azure: {deployments: {d: gpt-4o}}\n", live: []string{"azure.deployments"}},
 		{name: "service tiers", next: baseConfig + "service_tiers: {priority: 3}\n", live: []string{"service_tiers"}},
 		{name: "rate-limit headers", next: baseConfig + "rate_limit_headers: {ietf: true}\n", live: []string{"rate_limit_headers"}},
+		{name: "retry hint", next: baseConfig + "rate_limit_headers: {should_retry_max: 5m}\n", live: []string{"rate_limit_headers"}},
 		{name: "strip accept-encoding", next: baseConfig + "strip_accept_encoding: true\n", live: []string{"strip_accept_encoding"}},
 		{name: "listen", next: replace("127.0.0.1:50051", "0.0.0.0:50051"), restart: []string{"listen"}},
 		{name: "admin", next: baseConfig + "admin: 127.0.0.1:9999\n", restart: []string{"admin"}},

@@ -212,9 +212,14 @@ type Request struct {
 
 // UpstreamRequest is what reaches the upstream after the filter.
 type UpstreamRequest struct {
+	// Header holds the request headers as the router sees them,
+	// pseudo-headers (:path) included.
 	Header   http.Header
 	Body     []byte
 	Trailers http.Header
+	// RouteCleared reports that a reply to the request's headers or body
+	// set clear_route_cache: Envoy matches the route again, on Header.
+	RouteCleared bool
 }
 
 // UpstreamResponse is what the upstream answers.
@@ -408,6 +413,8 @@ type exchange struct {
 	first    bool
 	metadata *corev3.Metadata
 	written  map[string]map[string]any // dynamic metadata from the server
+	// routeCleared: a request-direction reply set clear_route_cache.
+	routeCleared bool
 	// overrides are the message timeout overrides taken, ignored those
 	// Envoy would ignore; overridden holds the states that had one.
 	overrides, ignored []time.Duration
@@ -543,6 +550,7 @@ func (x *exchange) run(req Request, upstream Upstream, disconnect context.Cancel
 		if err := hdr.apply(r.GetRequestHeaders().GetResponse().GetHeaderMutation()); err != nil {
 			return failure(err)
 		}
+		x.routeCleared = x.routeCleared || r.GetRequestHeaders().GetResponse().GetClearRouteCache()
 	}
 
 	// Request body.
@@ -578,7 +586,7 @@ func (x *exchange) run(req Request, upstream Upstream, disconnect context.Cancel
 	if upstream == nil {
 		return failure(errors.New("envoytest: the request reached an upstream the test did not expect to be called"))
 	}
-	ur := &UpstreamRequest{Header: hdr.http(), Body: body, Trailers: upTrailers}
+	ur := &UpstreamRequest{Header: hdr.http(), Body: body, Trailers: upTrailers, RouteCleared: x.routeCleared}
 	up := upstream(ur)
 	out := &Response{Upstream: ur, Header: http.Header{}}
 	if up.CutBeforeHeaders {
@@ -734,6 +742,7 @@ func (x *exchange) requestBody(hdr *headers, chunks [][]byte, whole []byte, trai
 	if err := hdr.apply(common.GetHeaderMutation()); err != nil {
 		return nil, err
 	}
+	x.routeCleared = x.routeCleared || common.GetClearRouteCache()
 	body := sent
 	if bm := common.GetBodyMutation(); bm != nil {
 		switch m := bm.Mutation.(type) {
