@@ -63,7 +63,7 @@ func (st *stream) downgrader(body []byte) func(model string) bool {
 // its limits let it through unreserved (the store failure is what an
 // operator must see).
 func (st *stream) downgraded(refused, res *accounting.Reservation) string {
-	st.dg.from, st.dg.limit = st.req.Model, refused.Trip.Limit.Name
+	st.dg.from, st.dg.limit = shownModel(st.req.Model), refused.Trip.Limit.Name
 	st.req.Model = res.Model
 	family := accounting.ModelFamily(res.Model)
 	for i := range st.attrs {
@@ -82,6 +82,24 @@ func (st *stream) downgraded(refused, res *accounting.Reservation) string {
 		return string(accounting.OutcomeFailedOpen)
 	}
 	return string(accounting.OutcomeDowngraded)
+}
+
+// shownModel returns the model a client named as a response header and
+// the access log may show it: itself when it is a short run of printable
+// ASCII, as model names are, or else its family, which is the family of
+// a configured limit's match.model (the downgrade followed it). The name
+// is the client's: "\r\n…/gpt-4o" or a megabyte of prefix before the
+// last '/' is still gpt-4o to the limits, and must not reach a header.
+func shownModel(model string) string {
+	if len(model) > MaxModelBytes {
+		return accounting.ModelFamily(model)
+	}
+	for i := 0; i < len(model); i++ {
+		if model[i] < 0x20 || model[i] > 0x7e {
+			return accounting.ModelFamily(model)
+		}
+	}
+	return model
 }
 
 // downgradeHeaders appends the request headers a downgrade sets: the

@@ -308,3 +308,30 @@ func TestDowngradeLearnsTheFallback(t *testing.T) {
 		t.Errorf("gpt-4o-mini reserved %d: want its input and the learned 20, not the cap of 1000", got)
 	}
 }
+
+// TestDowngradeShowsAHeaderSafeModel: the model a client named reaches
+// the response header and the access log only as a short run of
+// printable ASCII; a name that is gpt-4o to the limits but carries a
+// line break, or a megabyte of prefix, is shown as its family.
+func TestDowngradeShowsAHeaderSafeModel(t *testing.T) {
+	answer := []byte(`{"choices":[],"usage":{"prompt_tokens":20,"completion_tokens":5,"total_tokens":25}}`)
+	for _, tt := range []struct {
+		name, model, want string
+	}{
+		{"snapshot", "gpt-4o-2024-08-06", "gpt-4o-2024-08-06"},
+		{"line break", "x\r\nx-evil: 1/gpt-4o", "gpt-4o"},
+		{"long prefix", strings.Repeat("p", 100_000) + "/gpt-4o", "gpt-4o"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, downgradeLimits())
+			body := fmt.Appendf(nil, `{"messages":[{"role":"user","content":"hi"}],"model":%q,"max_tokens":50}`, tt.model)
+			wantStatus(t, r.envoy.Do(t.Context(), chatRequest("a", body), jsonUpstream(200, answer)), 200)
+			resp := r.envoy.Do(t.Context(), chatRequest("a", body), jsonUpstream(200, answer))
+			wantStatus(t, resp, 200)
+			wantHeader(t, resp.Header, extproc.DowngradedHeader, tt.want+"->gpt-4o-mini")
+			if got := resp.Metadata[extproc.MetadataNamespace][extproc.MetaDowngradedFrom]; got != tt.want {
+				t.Errorf("metadata %s: got %.80q, want %q", extproc.MetaDowngradedFrom, got, tt.want)
+			}
+		})
+	}
+}

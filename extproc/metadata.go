@@ -109,3 +109,24 @@ func (m *dynamicMetadata) attach(resp *extprocv3.ProcessingResponse) {
 	b = append(b, m.b...)
 	resp.ProtoReflect().SetUnknown(protoreflect.RawFields(b))
 }
+
+// MaxModelBytes bounds the model name a span and the access log's
+// dynamic metadata carry. The name is the client's own string, of any
+// length the body allows, and spans wait in an exporter's queue and log
+// lines in Envoy's: a longer one is cut (at a character boundary) and
+// marked with "…".
+const MaxModelBytes = 256
+
+// boundedModel returns model as a span or the metadata carries it: cut
+// to MaxModelBytes, and then a copy, so that neither keeps the whole
+// name.
+func boundedModel(model string) string {
+	if len(model) <= MaxModelBytes {
+		return model
+	}
+	cut := MaxModelBytes
+	for cut > 0 && !utf8.RuneStart(model[cut]) {
+		cut--
+	}
+	return strings.Clone(model[:cut]) + "…"
+}

@@ -93,6 +93,6 @@ func (st *stream) reservationMetadata(md *dynamicMetadata) {
 	md.str(MetaEstimateCost, formatAmount(accounting.Cost, r.Cost))
 	if st.target.api != nil {
 		md.str(MetaAPI, st.target.api.Name())
-		md.str(MetaModel, st.req.Model)
+		md.str(MetaModel, boundedModel(st.req.Model))
 	}
 }

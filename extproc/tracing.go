@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"go.opentelemetry.io/otel/attribute"
@@ -142,7 +141,7 @@ func (st *stream) traceDecision(api llm.API, outcome string) {
 	attrs := make([]attribute.KeyValue, 0, 12+len(st.s.opts.TraceAttributes))
 	attrs = append(attrs, attribute.String(AttrAPI, apiName(api)), attribute.String(AttrOutcome, outcome))
 	if st.req.Model != "" {
-		attrs = append(attrs, attribute.String(AttrModel, spanModel(st.req.Model)))
+		attrs = append(attrs, attribute.String(AttrModel, boundedModel(st.req.Model)))
 	}
 	if r := tr.res; r != nil {
 		attrs = append(attrs,
@@ -216,7 +215,7 @@ func (st *stream) traceSettlement(start time.Time, r *accounting.Reservation, us
 		attrs = append(attrs, attribute.Int(AttrStatus, st.status))
 	}
 	if st.req.Model != "" {
-		attrs = append(attrs, attribute.String(AttrModel, spanModel(st.req.Model)))
+		attrs = append(attrs, attribute.String(AttrModel, boundedModel(st.req.Model)))
 	}
 	if cost, ok := r.UsageCost(usage); ok {
 		attrs = append(attrs, attribute.Float64(AttrActualCost, float64(cost)/1e6))
@@ -231,25 +230,6 @@ func (st *stream) traceSettlement(start time.Time, r *accounting.Reservation, us
 		span.SetStatus(otelcodes.Error, "settlement failed; retrying in the background")
 	}
 	span.End()
-}
-
-// MaxSpanModelBytes bounds the model name a span carries. The name is
-// the client's own string, of any length the body allows, and spans wait
-// in an exporter's queue: a longer one is cut (at a character boundary)
-// and marked with "…".
-const MaxSpanModelBytes = 256
-
-// spanModel returns model as a span carries it: cut to MaxSpanModelBytes,
-// and then a copy, so that the span does not keep the whole name.
-func spanModel(model string) string {
-	if len(model) <= MaxSpanModelBytes {
-		return model
-	}
-	cut := MaxSpanModelBytes
-	for cut > 0 && !utf8.RuneStart(model[cut]) {
-		cut--
-	}
-	return strings.Clone(model[:cut]) + "…"
 }
 
 // headerCarrier reads trace context fields from Envoy's request headers.

@@ -394,7 +394,7 @@ func TestTraceNoopProvider(t *testing.T) {
 }
 
 // TestTraceLongModel: a model name of any length costs a span at most
-// MaxSpanModelBytes.
+// MaxModelBytes.
 func TestTraceLongModel(t *testing.T) {
 	sr := tracetest.NewSpanRecorder()
 	r := newRig(t, []accounting.Limit{tokensLimit("tenant-tokens", 1<<40, "tenant")}, withRecorder(sr))
@@ -411,9 +411,9 @@ func TestTraceLongModel(t *testing.T) {
 		}
 		v, _ := attr(s, extproc.AttrModel)
 		m := v.AsString()
-		if len(m) > extproc.MaxSpanModelBytes+len("…") || !utf8.ValidString(m) || !strings.HasPrefix(model, strings.TrimSuffix(m, "…")) {
+		if len(m) > extproc.MaxModelBytes+len("…") || !utf8.ValidString(m) || !strings.HasPrefix(model, strings.TrimSuffix(m, "…")) {
 			t.Errorf("%s: model attribute of %d bytes (valid UTF-8 %v), want the name cut to at most %d bytes",
-				name, len(m), utf8.ValidString(m), extproc.MaxSpanModelBytes)
+				name, len(m), utf8.ValidString(m), extproc.MaxModelBytes)
 		}
 	}
 }
