@@ -3,6 +3,7 @@ package extproc_test
 import (
 	"testing"
 
+	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/extproc"
 	"github.com/tokenwarden/tokenwarden/internal/envoytest"
 )
@@ -45,6 +46,47 @@ func TestClientRouteModelHeaderIsNotBelieved(t *testing.T) {
 			}
 			if !up.RouteCleared {
 				t.Errorf("the route chosen on the client's %s was kept, want clear_route_cache", extproc.RouteModelHeader)
+			}
+		})
+	}
+}
+
+// TestProviderTooLargeDoesNotBlockEveryone: a provider answers 429 to a
+// single request too large for its per-minute limit ("Request too large
+// for gpt-4o … on tokens per min (TPM): Limit 30000, Requested 50000"),
+// however little the account has spent, and says in the same reply how
+// much is left. Charging the provider limits up to their capacity on
+// that 429 would let one tenant, with one oversized request a window,
+// shut every tenant out of the account. A 429 that states what is left
+// is corrected to that figure, as any other reply is; one that states
+// nothing for a limit's dimension still blocks it.
+func TestProviderTooLargeDoesNotBlockEveryone(t *testing.T) {
+	tooLarge := []byte(`{"error":{"message":"Request too large for gpt-4o on tokens per min (TPM): Limit 10000, Requested 50000.","type":"tokens","code":"rate_limit_exceeded"}}`)
+	tests := []struct {
+		name    string
+		headers [][2]string
+		// used is what provider-tpm holds after the 429; admitted says
+		// whether tenant b's next request is then let through.
+		used     int64
+		admitted bool
+	}{
+		{"too large, the figure says the account is untouched", [][2]string{{"x-ratelimit-remaining-tokens", "10000"}}, 0, true},
+		{"anthropic's figure", [][2]string{{"anthropic-ratelimit-tokens-remaining", "9000"}}, 1000, true},
+		{"exhausted, the figure says so", [][2]string{{"x-ratelimit-remaining-tokens", "0"}}, 10000, false},
+		{"a figure for the other dimension only", [][2]string{{"x-ratelimit-remaining-requests", "50"}}, 10000, false},
+		{"no figure at all", nil, 10000, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, []accounting.Limit{providerTPM, tenantTPM}, withServer(withProvider))
+			resp := r.envoy.Do(t.Context(), providerChat("a", "openai-main"), jsonUpstream(429, tooLarge, tt.headers...))
+			wantStatus(t, resp, 429)
+			if used := r.used(t, "provider-tpm", accounting.Attributes{{Name: "provider", Value: "openai-main"}}); used != tt.used {
+				t.Errorf("provider counter after the 429: %d used, want %d", used, tt.used)
+			}
+			resp = r.envoy.Do(t.Context(), providerChat("b", "openai-main"), jsonUpstream(200, usage1010))
+			if got := resp.Status == 200; got != tt.admitted {
+				t.Errorf("tenant b after tenant a's 429: status %d, want admitted %v", resp.Status, tt.admitted)
 			}
 		})
 	}
