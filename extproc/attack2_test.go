@@ -1,6 +1,7 @@
 package extproc_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
@@ -87,6 +88,48 @@ func TestProviderTooLargeDoesNotBlockEveryone(t *testing.T) {
 			resp = r.envoy.Do(t.Context(), providerChat("b", "openai-main"), jsonUpstream(200, usage1010))
 			if got := resp.Status == 200; got != tt.admitted {
 				t.Errorf("tenant b after tenant a's 429: status %d, want admitted %v", resp.Status, tt.admitted)
+			}
+		})
+	}
+}
+
+// TestHugeModelNameIsRefused: the model a body or path names becomes the
+// model attribute, and with it part of the store key of every limit
+// scoped by model, verbatim; identity values are bounded for that very
+// reason (extproc.MaxAttributeBytes), the model was not. A client that
+// names a fresh megabyte-long model on each request made each one a new
+// counter holding a megabyte key until its window ended: a day's window
+// at one request a second is 86 GB of keys. A model name longer than an
+// identity value may be is refused with a 400 in the API's own shape,
+// before anything is reserved.
+func TestHugeModelNameIsRefused(t *testing.T) {
+	perModel := tokensLimit("per-model", 1_000_000, "tenant", "model")
+	tests := []struct {
+		name   string
+		req    envoytest.Request
+		status int
+	}{
+		{"openai body, 1 MiB model", chatRequest("a", []byte(`{"model":"gpt-4o-`+strings.Repeat("x", 1<<20)+`","messages":[{"role":"user","content":"hi"}],"max_tokens":10}`)), 400},
+		{"openai body, just over the bound", chatRequest("a", []byte(`{"model":"`+strings.Repeat("m", extproc.MaxAttributeBytes+1)+`","messages":[{"role":"user","content":"hi"}],"max_tokens":10}`)), 400},
+		{"openai body, at the bound", chatRequest("a", []byte(`{"model":"`+strings.Repeat("m", extproc.MaxAttributeBytes)+`","messages":[{"role":"user","content":"hi"}],"max_tokens":10}`)), 200},
+		{"gemini path", envoytest.Request{Path: "/v1beta/models/gemini-" + strings.Repeat("x", 4000) + ":generateContent",
+			Headers: [][2]string{{"content-type", "application/json"}, {"x-tenant-id", "a"}},
+			Body:    []byte(`{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`)}, 400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, []accounting.Limit{perModel})
+			called := false
+			resp := r.envoy.Do(t.Context(), tt.req, func(u *envoytest.UpstreamRequest) envoytest.UpstreamResponse {
+				called = true
+				return jsonUpstream(200, []byte(`{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`))(u)
+			})
+			wantStatus(t, resp, tt.status)
+			if called != (tt.status == 200) {
+				t.Errorf("upstream called: %v, want %v", called, tt.status == 200)
+			}
+			if tt.status != 200 && !strings.Contains(string(resp.Body), "model") {
+				t.Errorf("the refusal does not say what is wrong: %s", resp.Body)
 			}
 		})
 	}
