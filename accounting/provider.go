@@ -32,9 +32,11 @@ func (l *Limit) ProviderLimit() bool {
 // provider that counts differently must not hand out budget.
 //
 //   - RateLimited (the provider refused the request with a 429): every
-//     provider limit of the request is charged up to its capacity, which
-//     blocks that provider scope for every replica sharing the store, for
-//     as long as a full counter of its algorithm lasts: to the end of a
+//     provider limit of the request whose dimension the reply states no
+//     remaining figure for (or a figure of 0) is charged up to its
+//     capacity, which blocks that provider scope for every replica
+//     sharing the store, for as long as a full counter of its algorithm
+//     lasts: to the end of a
 //     fixed window, for one window of a sliding window (the charge leaves
 //     with its slot), until a token bucket has refilled what the next
 //     request needs. The provider's retry-after is not a store figure:
@@ -43,7 +45,11 @@ func (l *Limit) ProviderLimit() bool {
 //   - RemainingTokens, RemainingRequests (x-ratelimit-remaining-*,
 //     anthropic-ratelimit-{tokens,requests}-remaining): a tokens or
 //     requests limit is charged what it thinks is left beyond the
-//     figure.
+//     figure, on a 429 too. A provider answers 429 to a single request
+//     too large for its per-minute limit whatever the account has spent
+//     ("Request too large … Limit 30000, Requested 50000"); the figure
+//     then says the account is not exhausted, and a block would let one
+//     caller, with one such request a window, shut out every other.
 //
 // The counter's own "left" is what its reservation saw, less what this
 // settlement adds; requests admitted since by other replicas are not in
@@ -85,17 +91,24 @@ func (l *Limiter) providerExtra(it *reservedItem, actual int64, ps *ProviderStat
 	}
 	var said int64
 	switch {
-	case ps.RateLimited:
-		said = 0
-		l.m.providerBlocked.WithLabelValues(it.limit.Name).Inc()
 	case it.limit.Dimension == Tokens && ps.HasTokens:
 		said = ps.RemainingTokens
 	case it.limit.Dimension == Requests && ps.HasRequests:
 		said = ps.RemainingRequests
+	case ps.RateLimited:
+		// A 429 that says nothing of this dimension: blocked. One that
+		// does is corrected to its figure above, as any reply is: a
+		// provider also answers 429 to one request too large for its
+		// per-minute limit, however little is spent, and a block then
+		// would let one caller shut every other out of the account.
+		said = 0
 	default:
 		return 0
 	}
 	said = max(0, said)
+	if ps.RateLimited && said == 0 {
+		l.m.providerBlocked.WithLabelValues(it.limit.Name).Inc()
+	}
 	// What the counter will have left once this settlement replaces the
 	// reserved amount with actual.
 	left := it.remaining + it.amount - actual
@@ -103,7 +116,7 @@ func (l *Limiter) providerExtra(it *reservedItem, actual int64, ps *ProviderStat
 		return 0
 	}
 	extra := left - said
-	if !ps.RateLimited {
+	if !ps.RateLimited || said > 0 {
 		l.m.providerCorrected.WithLabelValues(it.limit.Name).Add(float64(extra))
 	}
 	return extra

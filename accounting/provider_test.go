@@ -51,6 +51,13 @@ func TestSettleProvider(t *testing.T) {
 		{"remaining requests", 1000, accounting.ProviderState{HasRequests: true, RemainingRequests: 10}, 9000, 10, 9000, 0, 0},
 		{"remaining below after a usage under the estimate", 200, accounting.ProviderState{HasTokens: true, RemainingTokens: 9000}, 9000, 99, 9800, 0, 800},
 		{"nothing stated", 1000, accounting.ProviderState{}, 9000, 99, 9000, 0, 0},
+		// A 429 for one request too large for the provider's per-minute
+		// limit: the figures say what is left, and nothing is blocked.
+		{"a 429 with figures is corrected to them", 0, accounting.ProviderState{RateLimited: true,
+			HasTokens: true, RemainingTokens: 8000, HasRequests: true, RemainingRequests: 90}, 8000, 90, 10000, 0, 2000},
+		{"a 429 with a figure of 0 blocks", 0, accounting.ProviderState{RateLimited: true, HasTokens: true}, 0, 0, 10000, 1, 0},
+		{"a 429 with a figure for one dimension blocks the other", 0, accounting.ProviderState{RateLimited: true,
+			HasRequests: true, RemainingRequests: 90}, 0, 90, 10000, 1, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,9 +10,10 @@ import (
 	"github.com/tokenwarden/tokenwarden/accounting"
 )
 
-// MaxAttributeBytes bounds an identity value. Values are used verbatim in
-// store keys; a longer one is refused (400) rather than cut, since a cut
-// value could collide with another caller's.
+// MaxAttributeBytes bounds an identity value, and the model a request
+// names (the model attribute). Values are used verbatim in store keys; a
+// longer one is refused (400) rather than cut, since a cut value could
+// collide with another caller's.
 const MaxAttributeBytes = 1024
 
 // Identity says where each identity attribute of a request comes from.

@@ -46,6 +46,9 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata, 
 		return badRequest(api, err.Error()), true
 	}
 	st.attrs = attrs
+	// A client's own routing header: Envoy may have matched the route on
+	// it already (see forgedRouteModel).
+	_, forged := headerValue(h, RouteModelHeader)
 	// Any request with a body on an LLM API path is metered, whatever its
 	// method: what the upstream does with a body is not ours to guess.
 	if api != nil && !h.EndOfStream {
@@ -69,6 +72,10 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata, 
 			hm     extprocv3.HeaderMutation
 		})
 		r.resp.Response, r.oneof.RequestHeaders = &r.oneof, &r.hr
+		if forged {
+			remove = append(remove[:len(remove):len(remove)], RouteModelHeader)
+			r.hr.Response, r.common.ClearRouteCache = &r.common, true
+		}
 		if remove != nil {
 			r.hr.Response, r.common.HeaderMutation, r.hm.RemoveHeaders = &r.common, &r.hm, remove
 		}
@@ -82,13 +89,32 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata, 
 	if resp, done := st.reserve(accounting.Request{Attributes: st.attrs, RequestsOnly: true}, nil); done {
 		return resp, true
 	}
+	hr := &extprocv3.HeadersResponse{}
+	if forged {
+		hr.Response = forgedRouteModel()
+	}
 	return &extprocv3.ProcessingResponse{
-		Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{}},
+		Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: hr},
 		ModeOverride: &filterv3.ProcessingMode{
 			RequestBodyMode:  filterv3.ProcessingMode_NONE,
 			ResponseBodyMode: filterv3.ProcessingMode_NONE,
 		},
 	}, false
+}
+
+// forgedRouteModel is the reply to a request that arrives with its own
+// x-tokenwarden-model (RouteModelHeader): the header is removed, and the
+// route matched again without it. The header is tokenwarden's, set on a
+// downgraded request to route its fallback; the shipped edge strips a
+// client's copy, but a config that does not would let the client choose
+// the fallback's upstream for any model, and Envoy may have matched the
+// route on the client's copy before asking tokenwarden (a per-route
+// filter config is looked up first), so removing it alone is not enough.
+func forgedRouteModel() *extprocv3.CommonResponse {
+	return &extprocv3.CommonResponse{
+		HeaderMutation:  &extprocv3.HeaderMutation{RemoveHeaders: []string{RouteModelHeader}},
+		ClearRouteCache: true,
+	}
 }
 
 // removeRequestHeaders returns the headers to remove from a metered
@@ -197,6 +223,13 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 	if err != nil {
 		st.count(api, "bad_request")
 		return badRequest(api, err.Error()), true
+	}
+	if len(req.Model) > MaxAttributeBytes {
+		// The model is an attribute, used verbatim in the store keys of
+		// limits scoped by it, as identity values are, and bounded alike:
+		// a fresh huge name per request would be a huge counter each.
+		st.count(api, "bad_request")
+		return badRequest(api, "the model name is longer than "+strconv.Itoa(MaxAttributeBytes)+" bytes"), true
 	}
 	// The parsers' strings are views of the body; the stream keeps the
 	// model until the response ends, and must not keep the body with it.

@@ -393,12 +393,12 @@ func TestTraceNoopProvider(t *testing.T) {
 	}
 }
 
-// TestTraceLongModel: a model name of any length costs a span at most
-// MaxModelBytes.
+// TestTraceLongModel: a model name of any length admitted (up to
+// MaxAttributeBytes) costs a span at most MaxModelBytes.
 func TestTraceLongModel(t *testing.T) {
 	sr := tracetest.NewSpanRecorder()
 	r := newRig(t, []accounting.Limit{tokensLimit("tenant-tokens", 1<<40, "tenant")}, withRecorder(sr))
-	model := "gpt-4o-" + strings.Repeat("é", 64<<10)
+	model := "gpt-4o-" + strings.Repeat("é", (extproc.MaxAttributeBytes-len("gpt-4o-"))/2)
 	body := []byte(`{"model":"` + model + `","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`)
 	resp := r.envoy.Do(t.Context(), chatRequest("a", body), jsonUpstream(200, fixture(t, "openai/chat_response.json")))
 	wantStatus(t, resp, 200)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/tokenwarden/tokenwarden/config"
@@ -66,6 +67,45 @@ func adminExposed(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip == nil || !ip.IsLoopback()
+}
+
+// browserReach reports why r cannot be an operator's own request to a
+// usage API without a token, or "" when it can be. With no token, a
+// peer on loopback is the only authority; a web page open in a browser
+// on that host (an operator's laptop running kubectl port-forward) is
+// such a peer too. A cross-site POST of a text/plain body needs no
+// preflight, so any page could reset a counter; and a page whose name
+// is rebound to 127.0.0.1 reads and resets as a same-origin one. Both
+// show: browsers send Origin with every POST and Sec-Fetch-Site with
+// every request, and a rebound page's Host names the attacker's domain,
+// where curl and kubectl port-forward name localhost or a loopback
+// address. A token needs none of this: a page cannot send it.
+func browserReach(r *http.Request) string {
+	if r.Header.Get("Origin") != "" {
+		return "a request from a web page (it has an Origin header)"
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "none" {
+		return "a request from a web page (Sec-Fetch-Site: " + truncate(site, 32) + ")"
+	}
+	if !loopbackHost(r.Host) {
+		return "a request addressed to " + strconv.Quote(truncate(r.Host, 256)) + ", not to localhost or a loopback address"
+	}
+	return ""
+}
+
+// loopbackHost reports whether a request's Host names this host's
+// loopback interface: localhost or a loopback address, with any port.
+func loopbackHost(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]")
+	}
+	host = strings.TrimSuffix(host, ".")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // loopbackPeer reports whether a request's peer address is a loopback

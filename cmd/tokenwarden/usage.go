@@ -140,6 +140,13 @@ func (a *usageAPI) endpoint(method string, h usageHandler) http.HandlerFunc {
 			writeError(w, http.StatusForbidden, "forbidden", "without admin_token_file the usage API answers loopback clients only")
 			return
 		}
+		if cfg.AdminToken == "" {
+			if why := browserReach(r); why != "" {
+				a.log.Warn("admin usage API: refused a web page or a Host beyond loopback (no admin_token_file)", "why", why, "remote_addr", r.RemoteAddr, "path", truncate(r.URL.Path, 256))
+				writeError(w, http.StatusForbidden, "forbidden", "without admin_token_file the usage API answers loopback tools only (curl to localhost), not "+why)
+				return
+			}
+		}
 		if method != "" && r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
 			w.Header().Set("Allow", method)
 			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed here; use "+method)

@@ -109,7 +109,7 @@ func newUsageFixture(t *testing.T, store accounting.Store, token string) *usageF
 func (f *usageFixture) do(t *testing.T, method, target, body string, header ...string) (int, http.Header, map[string]any) {
 	t.Helper()
 	req := httptest.NewRequest(method, target, strings.NewReader(body))
-	req.RemoteAddr = "127.0.0.1:40000"
+	req.RemoteAddr, req.Host = "127.0.0.1:40000", "localhost:9090"
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
@@ -297,7 +297,7 @@ func TestUsageAPIFollowsReload(t *testing.T) {
 	h := withUsageAPI(http.NotFoundHandler(), api)
 	get := func(target string, header ...string) (int, map[string]any) {
 		t.Helper()
-		req := httptest.NewRequest("GET", target, nil)
+		req := httptest.NewRequest("GET", "http://localhost:9090"+target, nil)
 		for i := 0; i+1 < len(header); i += 2 {
 			req.Header.Set(header[i], header[i+1])
 		}
@@ -380,7 +380,7 @@ limits:
 		{"/v1/limits/tpm/usage?tenant=acme", 200, 1000, 200},
 	} {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", tc.target, nil))
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "http://localhost:9090"+tc.target, nil))
 		var m map[string]any
 		_ = json.Unmarshal(rec.Body.Bytes(), &m)
 		one := m
@@ -394,7 +394,7 @@ limits:
 	}
 	// A reset names the counter by its scope alone.
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/limits/tpm/reset", strings.NewReader(`{"scope":{"tenant":"acme","tpm":"5000"}}`)))
+	h.ServeHTTP(rec, httptest.NewRequest("POST", "http://localhost:9090/v1/limits/tpm/reset", strings.NewReader(`{"scope":{"tenant":"acme","tpm":"5000"}}`)))
 	if rec.Code != 400 {
 		t.Errorf("reset with the value attribute: got %d %s, want 400", rec.Code, rec.Body)
 	}
@@ -528,7 +528,7 @@ func TestUsageAPILoopbackOnly(t *testing.T) {
 	}{{"127.0.0.1:5000", 200}, {"[::1]:5000", 200}, {"10.1.2.3:5000", 403}, {"[2001:db8::1]:5000", 403}, {"garbage", 403}}
 	for _, tt := range tests {
 		for _, target := range []string{"/v1/usage?tenant=acme", "/v1/limits/user-tpm/reset"} {
-			req := httptest.NewRequest("GET", target, nil)
+			req := httptest.NewRequest("GET", "http://localhost:9090"+target, nil)
 			req.RemoteAddr = tt.peer
 			rec := httptest.NewRecorder()
 			f.handler.ServeHTTP(rec, req)
@@ -699,7 +699,7 @@ limits:
 	}
 	api := newUsageAPI(func() (*config.Config, *accounting.Limiter) { return cfg, limiter }, slog.New(slog.DiscardHandler), nil)
 	rec := httptest.NewRecorder()
-	withUsageAPI(http.NotFoundHandler(), api).ServeHTTP(rec, httptest.NewRequest("GET", "/v1/usage", nil))
+	withUsageAPI(http.NotFoundHandler(), api).ServeHTTP(rec, httptest.NewRequest("GET", "http://localhost:9090/v1/usage", nil))
 	var m map[string]any
 	_ = json.Unmarshal(rec.Body.Bytes(), &m)
 	one, _ := path(m, "limits.0").(map[string]any)
