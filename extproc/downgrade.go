@@ -88,7 +88,7 @@ func (st *stream) downgraded(refused, res *accounting.Reservation) string {
 // the access log may show it: itself when it is a short run of printable
 // ASCII, as model names are, or else its family, which is the family of
 // a configured limit's match.model (the downgrade followed it). The name
-// is the client's: "\r\n…/gpt-4o" or a megabyte of prefix before the
+// is the client's: "\r\n…/gpt-4o" or a kilobyte of prefix before the
 // last '/' is still gpt-4o to the limits, and must not reach a header.
 func shownModel(model string) string {
 	if len(model) > MaxModelBytes {

@@ -312,7 +312,7 @@ func TestDowngradeLearnsTheFallback(t *testing.T) {
 // TestDowngradeShowsAHeaderSafeModel: the model a client named reaches
 // the response header and the access log only as a short run of
 // printable ASCII; a name that is gpt-4o to the limits but carries a
-// line break, or a megabyte of prefix, is shown as its family.
+// line break, or a prefix longer than MaxModelBytes, is shown as its family.
 func TestDowngradeShowsAHeaderSafeModel(t *testing.T) {
 	answer := []byte(`{"choices":[],"usage":{"prompt_tokens":20,"completion_tokens":5,"total_tokens":25}}`)
 	for _, tt := range []struct {
@@ -320,7 +320,7 @@ func TestDowngradeShowsAHeaderSafeModel(t *testing.T) {
 	}{
 		{"snapshot", "gpt-4o-2024-08-06", "gpt-4o-2024-08-06"},
 		{"line break", "x\r\nx-evil: 1/gpt-4o", "gpt-4o"},
-		{"long prefix", strings.Repeat("p", 100_000) + "/gpt-4o", "gpt-4o"},
+		{"long prefix", strings.Repeat("p", 1000) + "/gpt-4o", "gpt-4o"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t, downgradeLimits())
