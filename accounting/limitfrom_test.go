@@ -193,7 +193,7 @@ func TestReservePerRequestValue(t *testing.T) {
 		t.Errorf("the configured limit changed to %d, want 100", got)
 	}
 	for src, want := range map[string]float64{"attribute": 5, "absent": 1, "invalid": 1, "ceiling": 2} {
-		got := counterValue(t, reg, "tokenwarden_limit_values_total", "contract", src)
+		got := gathered(t, reg, "tokenwarden_limit_values_total", "limit", "contract", "source", src)
 		if got != want {
 			t.Errorf("tokenwarden_limit_values_total{limit=contract,source=%s}: got %v, want %v", src, got, want)
 		}
@@ -201,31 +201,6 @@ func TestReservePerRequestValue(t *testing.T) {
 	if n := strings.Count(logs.String(), "level=WARN"); n != 1 || !strings.Contains(logs.String(), `value=lots`) {
 		t.Errorf("warnings: got %d (%s), want one naming the value", n, logs.String())
 	}
-}
-
-// counterValue returns the value of a counter vector's child, by its
-// label values in the order of its labels; 0 when it has none.
-func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	metric:
-		for _, m := range f.GetMetric() {
-			for i, lp := range m.GetLabel() {
-				if i >= len(labels) || lp.GetValue() != labels[i] {
-					continue metric
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
 }
 
 func ptr(s string) *string { return &s }
@@ -325,7 +300,7 @@ func TestReconfigureCountsLimitValues(t *testing.T) {
 	if _, err := next.Reserve(t.Context(), accounting.Request{Attributes: attrs, Estimate: accounting.Estimate{InputTokens: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := counterValue(t, reg, "tokenwarden_limit_values_total", "contract", "attribute"); got != 1 {
+	if got := gathered(t, reg, "tokenwarden_limit_values_total", "limit", "contract", "source", "attribute"); got != 1 {
 		t.Errorf("tokenwarden_limit_values_total{source=attribute} after a reconfigure: got %v, want 1", got)
 	}
 }

@@ -126,7 +126,7 @@ func TestReserveForHoldsBack(t *testing.T) {
 					t.Errorf("step %d: limit stated %d, want %d", i, got, s.limit)
 				}
 			}
-			if got := counterValue(t, reg, "tokenwarden_reserve_held_total", "shared-tpm"); got != 2 {
+			if got := gathered(t, reg, "tokenwarden_reserve_held_total", "limit", "shared-tpm"); got != 2 {
 				t.Errorf("held back: got %v, want 2 (the two batch refusals with room in the whole limit)", got)
 			}
 		})

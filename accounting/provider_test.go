@@ -84,10 +84,10 @@ func TestSettleProvider(t *testing.T) {
 					t.Errorf("%s: %d left, want %d", c.lim.Name, got, c.want)
 				}
 			}
-			if got := counterValue(t, reg, "tokenwarden_provider_blocked_total", "provider-tpm"); got != tt.blocked {
+			if got := gathered(t, reg, "tokenwarden_provider_blocked_total", "limit", "provider-tpm"); got != tt.blocked {
 				t.Errorf("blocked: got %v, want %v", got, tt.blocked)
 			}
-			if got := counterValue(t, reg, "tokenwarden_provider_corrected_total", "provider-tpm"); got != tt.corrected {
+			if got := gathered(t, reg, "tokenwarden_provider_corrected_total", "limit", "provider-tpm"); got != tt.corrected {
 				t.Errorf("corrected: got %v, want %v", got, tt.corrected)
 			}
 		})
@@ -162,7 +162,7 @@ func TestSettleProviderShadow(t *testing.T) {
 	if err != nil || !r.Admitted {
 		t.Fatalf("after the provider's 429, a shadow limit refused: admitted %v, err %v", r != nil && r.Admitted, err)
 	}
-	if got := counterValue(t, reg, "tokenwarden_shadow_decisions_total", "provider-tpm", "would_reject"); got != 1 {
+	if got := gathered(t, reg, "tokenwarden_shadow_decisions_total", "limit", "provider-tpm", "outcome", "would_reject"); got != 1 {
 		t.Errorf("shadow would_reject: got %v, want 1", got)
 	}
 }

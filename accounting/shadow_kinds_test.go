@@ -14,21 +14,7 @@ import (
 // leasesHeld reads tokenwarden_concurrent_leases{limit}.
 func leasesHeld(t *testing.T, reg *prometheus.Registry, limit string) float64 {
 	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "tokenwarden_concurrent_leases" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if m.GetLabel()[0].GetValue() == limit {
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return 0
+	return gathered(t, reg, "tokenwarden_concurrent_leases", "limit", limit)
 }
 
 // TestShadowConcurrentLimit: a shadow concurrent limit takes a lease

@@ -12,25 +12,7 @@ import (
 // shadowCount reads tokenwarden_shadow_decisions_total{limit, outcome}.
 func shadowCount(t *testing.T, reg *prometheus.Registry, limit, outcome string) float64 {
 	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "tokenwarden_shadow_decisions_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				labels[lp.GetName()] = lp.GetValue()
-			}
-			if labels["limit"] == limit && labels["outcome"] == outcome {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return gathered(t, reg, "tokenwarden_shadow_decisions_total", "limit", limit, "outcome", outcome)
 }
 
 func shadowNames(r *accounting.Reservation) []string {

@@ -66,41 +66,6 @@ func goWait(ctx context.Context, l *accounting.Limiter, tenant string, t0 time.T
 	return ch
 }
 
-// gathered returns the value of the metric name{labels} in reg, or 0.
-func gathered(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-	metric:
-		for _, m := range f.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				found := false
-				for _, lp := range m.GetLabel() {
-					found = found || (lp.GetName() == labels[i] && lp.GetValue() == labels[i+1])
-				}
-				if !found {
-					continue metric
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue()
-			case m.GetHistogram() != nil:
-				return float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return 0
-}
-
 // TestWaitServesABurstInOrder: a burst of twice a window's capacity is
 // all admitted: the first half at once, the second when the next window
 // opens, in the order it arrived, and no window admits more than its

@@ -195,34 +195,6 @@ func TestLearnedOutputScope(t *testing.T) {
 	}
 }
 
-// gathered returns the value of a counter or gauge in reg, of the child
-// with the given label values (in label order).
-func gathered(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	metric:
-		for _, m := range f.GetMetric() {
-			for i, lp := range m.GetLabel() {
-				if i >= len(labels) || lp.GetValue() != labels[i] {
-					continue metric
-				}
-			}
-			if g := m.GetGauge(); g != nil {
-				return g.GetValue()
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
-}
-
 // TestLearnedOutputScopeAbsent: a request without the scope's attribute
 // is not learned from and reserves its cap, as a limit does not hold a
 // request without its scope; such requests do not pool into one

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/accounting/memstore"
 	"github.com/tokenwarden/tokenwarden/extproc"
@@ -153,3 +155,31 @@ func wantHeader(t *testing.T, h http.Header, key, want string) {
 func compact(b []byte) []byte { return bytes.TrimSpace(b) }
 
 func memStore() accounting.Store { return memstore.New(memstore.Options{}) }
+
+// gathered returns the value of a counter or gauge in reg, of the child
+// with the given label values (in label order).
+func gathered(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	metric:
+		for _, m := range f.GetMetric() {
+			for i, lp := range m.GetLabel() {
+				if i >= len(labels) || lp.GetValue() != labels[i] {
+					continue metric
+				}
+			}
+			if g := m.GetGauge(); g != nil {
+				return g.GetValue()
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}

@@ -22,32 +22,6 @@ func waitingLimit(window, wait time.Duration) accounting.Limit {
 		Algorithm: accounting.FixedWindow, Limit: 1, Window: window, OnExhausted: accounting.OnExhausted{WaitUpTo: wait}}
 }
 
-// metricValue returns name{label=value} in reg (a counter, or a gauge),
-// or zero.
-func metricValue(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
-			}
-			if label == "" {
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return 0
-}
-
 var waitBody = []byte(`{"model":"gpt-4o-mini","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`)
 
 // TestWaitHoldsARefusedRequest: a request refused by a limit that waits
@@ -93,7 +67,7 @@ func TestWaitHoldsARefusedRequest(t *testing.T) {
 	if got := requestsTotal(t, reg, "rejected"); got != 0 {
 		t.Errorf("requests_total{rejected}: got %v, want 0", got)
 	}
-	if got := metricValue(t, reg, "tokenwarden_waited_total", "outcome", "admitted"); got != 1 {
+	if got := gathered(t, reg, "tokenwarden_waited_total", "admitted"); got != 1 {
 		t.Errorf("waited_total{admitted}: got %v, want 1", got)
 	}
 }
@@ -154,7 +128,7 @@ func TestWaitClientLeaves(t *testing.T) {
 	if d := held.GetOverrideMessageTimeout().AsDuration(); held.Response != nil || d != 10*time.Second+accounting.WaitMargin {
 		t.Fatalf("reply to the body: got %v, want only override_message_timeout 11s", held)
 	}
-	if got := metricValue(t, reg, "tokenwarden_waiting", "", ""); got != 1 {
+	if got := gathered(t, reg, "tokenwarden_waiting"); got != 1 {
 		t.Errorf("waiting: got %v, want 1", got)
 	}
 	disconnect()
@@ -162,10 +136,10 @@ func TestWaitClientLeaves(t *testing.T) {
 	if got := requestsTotal(t, reg, "cancelled"); got != 1 {
 		t.Errorf("requests_total{cancelled}: got %v, want 1", got)
 	}
-	if got := metricValue(t, reg, "tokenwarden_waited_total", "outcome", "cancelled"); got != 1 {
+	if got := gathered(t, reg, "tokenwarden_waited_total", "cancelled"); got != 1 {
 		t.Errorf("waited_total{cancelled}: got %v, want 1", got)
 	}
-	if got := metricValue(t, reg, "tokenwarden_waiting", "", ""); got != 0 {
+	if got := gathered(t, reg, "tokenwarden_waiting"); got != 0 {
 		t.Errorf("waiting: got %v after the client left, want 0", got)
 	}
 	if got := r.used(t, "tenant-rps", accounting.Attributes{{Name: "tenant", Value: "a"}}); got != 1 {
