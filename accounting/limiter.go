@@ -147,14 +147,33 @@ func New(opts Options) (*Limiter, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("accounting: invalid options: %w", err)
 	}
+	pending := opts.MaxPendingSettlements
+	if pending <= 0 {
+		pending = DefaultMaxPendingSettlements
+	}
+	bg := &background{
+		closing:    make(chan struct{}),
+		retrySlots: make(chan struct{}, pending),
+		waits:      newWaitQueue(opts.MaxWaiting, opts.MaxWaitingPerKey),
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	bg.idPrefix = hex.EncodeToString(b[:]) + "-"
+	return newLimiter(opts, newMetrics(opts.Registerer), bg), nil
+}
+
+// newLimiter returns a Limiter of opts, which are valid, on m and bg:
+// New's own, or those a Limiter shares with the ones reconfigured from
+// it.
+func newLimiter(opts Options, m *metrics, bg *background) *Limiter {
 	l := &Limiter{
 		store:       opts.Store,
 		limits:      byFamily(opts.Limits),
 		prices:      opts.Prices,
 		settleRetry: opts.SettleRetry,
 		log:         opts.Logger,
-		m:           newMetrics(opts.Registerer),
-		background:  &background{closing: make(chan struct{})},
+		m:           m,
+		background:  bg,
 	}
 	l.shadowLogs = newShadowLogs(l.limits)
 	if l.settleRetry <= 0 {
@@ -164,17 +183,8 @@ func New(opts Options) (*Limiter, error) {
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}
-	l.values = newLimitValues(opts.Registerer, l.log, l.limits)
-	pending := opts.MaxPendingSettlements
-	if pending <= 0 {
-		pending = DefaultMaxPendingSettlements
-	}
-	l.retrySlots = make(chan struct{}, pending)
-	l.waits = newWaitQueue(opts.MaxWaiting, opts.MaxWaitingPerKey)
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	l.idPrefix = hex.EncodeToString(b[:]) + "-"
-	return l, nil
+	l.values = newLimitValues(m.limitValues, l.log, l.limits)
+	return l
 }
 
 // byFamily returns limits with each model a Match names replaced by its

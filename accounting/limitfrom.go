@@ -179,32 +179,21 @@ type limitValues struct {
 	log     *slog.Logger
 }
 
-func newLimitValues(reg prometheus.Registerer, log *slog.Logger, limits []Limit) *limitValues {
-	counts := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tokenwarden_limit_values_total",
-		Help: "Values of limits taken from an identity attribute (limit_from), by limit and source: attribute (the attribute's value), absent (no attribute: the limit's own value), invalid (not a usable amount: the limit's own value), ceiling (above the ceiling: the ceiling).",
-	}, []string{"limit", "source"})
-	if reg != nil {
-		reg.MustRegister(counts)
-	}
-	return (&limitValues{counts: counts}).forLimits(log, limits)
-}
-
-// forLimits returns the counts of limits and log, in v's collector: a
-// reconfigured Limiter keeps counting where the first one registered.
-func (v *limitValues) forLimits(log *slog.Logger, limits []Limit) *limitValues {
-	n := &limitValues{counts: v.counts, log: log, byLimit: make(map[string]*[numValueSources]prometheus.Counter)}
+// newLimitValues returns the counts of limits' value sources, in counts,
+// and logs to log.
+func newLimitValues(counts *prometheus.CounterVec, log *slog.Logger, limits []Limit) *limitValues {
+	v := &limitValues{counts: counts, log: log, byLimit: make(map[string]*[numValueSources]prometheus.Counter)}
 	for i := range limits {
 		if limits[i].From == nil {
 			continue
 		}
 		c := new([numValueSources]prometheus.Counter)
 		for s := range c {
-			c[s] = n.counts.WithLabelValues(limits[i].Name, LimitValueSource(s).String())
+			c[s] = counts.WithLabelValues(limits[i].Name, LimitValueSource(s).String())
 		}
-		n.byLimit[limits[i].Name] = c
+		v.byLimit[limits[i].Name] = c
 	}
-	return n
+	return v
 }
 
 // maxLoggedValue bounds how much of an unusable value a log line quotes.

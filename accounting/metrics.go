@@ -24,6 +24,8 @@ type metrics struct {
 	waited      *prometheus.CounterVec // outcome: see WaitOutcome
 	waitSeconds prometheus.Histogram
 	waiting     prometheus.Gauge
+
+	limitValues *prometheus.CounterVec // limit, source
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -86,9 +88,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "tokenwarden_waiting",
 		Help: "Requests this replica holds while they wait for capacity.",
 	})
+	m.limitValues = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tokenwarden_limit_values_total",
+		Help: "Values of limits taken from an identity attribute (limit_from), by limit and source: attribute (the attribute's value), absent (no attribute: the limit's own value), invalid (not a usable amount: the limit's own value), ceiling (above the ceiling: the ceiling).",
+	}, []string{"limit", "source"})
 	if reg != nil {
 		reg.MustRegister(m.storeErrors, m.settlements, m.releases, m.rejectedBy, m.downgrades, m.shadow, m.pendingRetry, m.leases, m.heldForTier,
-			m.providerBlocked, m.providerCorrected, m.waited, m.waitSeconds, m.waiting)
+			m.providerBlocked, m.providerCorrected, m.waited, m.waitSeconds, m.waiting, m.limitValues)
 	}
 	return m
 }

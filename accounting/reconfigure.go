@@ -36,17 +36,13 @@ func (l *Limiter) Reconfigure(opts Options) (*Limiter, error) {
 	if (opts.MaxWaiting != 0 && opts.MaxWaiting != l.waits.max) || (opts.MaxWaitingPerKey != 0 && opts.MaxWaitingPerKey != l.waits.perKey) {
 		return nil, fmt.Errorf("accounting: Reconfigure cannot change MaxWaiting (%d) or MaxWaitingPerKey (%d)", l.waits.max, l.waits.perKey)
 	}
-	// New sets every default and prepares what it prepares per config;
-	// what it would make for itself alone is replaced by l's.
-	opts.Store, opts.Registerer = l.store, nil
+	// Built as New builds, on l's shared parts rather than new ones.
+	opts.Store = l.store
 	if opts.Logger == nil {
 		opts.Logger = l.log
 	}
-	next, err := New(opts)
-	if err != nil {
-		return nil, err
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("accounting: invalid options: %w", err)
 	}
-	next.m, next.background = l.m, l.background
-	next.values = l.values.forLimits(next.log, next.limits)
-	return next, nil
+	return newLimiter(opts, l.m, l.background), nil
 }

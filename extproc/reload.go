@@ -22,30 +22,17 @@ import "errors"
 // last call wins). The gRPC server options ([Server.ServerOptions]) and
 // the registration ([Register]) are the Server's and do not change.
 func (s *Server) Reload(opts Options) error {
-	if opts.Limiter == nil {
-		return errors.New("extproc: no limiter")
+	if err := opts.check(); err != nil {
+		return err
 	}
 	if opts.Limiter.Store() != s.opts.Limiter.Store() {
 		return errors.New("extproc: Reload cannot change the limiter's store")
 	}
-	// NewServer sets every default and prepares what it prepares per
-	// config; only the collectors it would make are the server's own.
 	opts.Logger, opts.Registerer = s.log, nil
-	next, err := NewServer(opts)
+	next, err := newServer(opts, s.m, s.lm, s.current().learned)
 	if err != nil {
 		return err
 	}
-	next.m = s.m
-	// The learned estimates outlive a reload that leaves their settings
-	// as they were (a reload is no reason to warm up again); either way
-	// they count in the collectors registered at start.
-	next.lm = s.lm
-	if cur := s.current(); cur.learned.sameEstimator(opts.LearnedOutput) {
-		next.learned = cur.learned
-	} else if next.learned, err = newLearner(opts.LearnedOutput, s.lm); err != nil {
-		return err
-	}
-	s.lm.live.Store(next.learned)
 	s.live.Store(next)
 	return nil
 }

@@ -223,8 +223,8 @@ func TestReloadUnderLoad(t *testing.T) {
 
 // TestReloadKeepsLearnedOutput: a reload that leaves the learned-output
 // settings as they were keeps what the server has learned, and one that
-// changes them starts over; either way the estimates count in the
-// collectors the server registered at start.
+// changes them starts over; either way the estimates, and the requests,
+// count in the collectors the server registered at start.
 func TestReloadKeepsLearnedOutput(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	limits := []accounting.Limit{tokensLimit("tenant-tokens", 1_000_000, "tenant")}
@@ -276,5 +276,9 @@ func TestReloadKeepsLearnedOutput(t *testing.T) {
 	}
 	if got := gathered(t, reg, "tokenwarden_learned_output_keys"); got != 1 {
 		t.Errorf("tokenwarden_learned_output_keys: got %v, want 1 (the new estimator's)", got)
+	}
+	// The server's own collectors count across reloads too.
+	if got := gathered(t, reg, "tokenwarden_requests_total", "openai.chat", "admitted"); got != 7 {
+		t.Errorf(`requests_total{api="openai.chat",outcome="admitted"} after two reloads: got %v, want 7`, got)
 	}
 }

@@ -178,12 +178,29 @@ type Server struct {
 // NewServer returns a Server. It fails without a Limiter, or if
 // [Options.Validate] finds a problem.
 func NewServer(opts Options) (*Server, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
+	return newServer(opts, newMetrics(opts.Registerer), newLearnedMetrics(opts.Registerer), nil)
+}
+
+// check reports what keeps opts from making a Server.
+func (opts *Options) check() error {
 	if opts.Limiter == nil {
-		return nil, errors.New("extproc: no limiter")
+		return errors.New("extproc: no limiter")
 	}
 	if err := opts.Validate(); err != nil {
-		return nil, fmt.Errorf("extproc: invalid options: %w", err)
+		return fmt.Errorf("extproc: invalid options: %w", err)
 	}
+	return nil
+}
+
+// newServer returns a Server of opts, which check accepted, counting in
+// m and lm: NewServer's own collectors, or those a Server shares with
+// the ones Reload makes. It keeps prev, the learner of the Server it
+// replaces, when opts ask for the same estimator: a reload is no reason
+// to learn again.
+func newServer(opts Options, m *metrics, lm *learnedMetrics, prev *learner) (*Server, error) {
 	if opts.Counter == nil {
 		opts.Counter = tokenizer.Default()
 	}
@@ -196,14 +213,17 @@ func NewServer(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	lm := newLearnedMetrics(opts.Registerer)
-	learned, err := newLearner(opts.LearnedOutput, lm)
-	if err != nil {
-		return nil, fmt.Errorf("extproc: invalid options: %w", err)
+	s := &Server{opts: opts, log: log, m: m, reasoning: reasoning, lm: lm, tracer: newTracer(opts.TracerProvider)}
+	s.learned = prev
+	if !prev.sameEstimator(opts.LearnedOutput) {
+		learned, err := newLearner(opts.LearnedOutput, lm)
+		if err != nil {
+			return nil, fmt.Errorf("extproc: invalid options: %w", err)
+		}
+		s.learned = learned
 	}
-	lm.live.Store(learned)
-	return &Server{opts: opts, log: log, m: newMetrics(opts.Registerer), reasoning: reasoning,
-		learned: learned, lm: lm, tracer: newTracer(opts.TracerProvider)}, nil
+	lm.live.Store(s.learned)
+	return s, nil
 }
 
 // hiddenReasoning reports whether model belongs to a family that reasons
