@@ -137,6 +137,12 @@ func (s *Server) parse(t target, path string, body []byte, explain func(llm.Part
 			req.Model = m
 		}
 	}
+	if len(req.Model) > MaxAttributeBytes {
+		// The model is an attribute, used verbatim in the store keys of
+		// limits scoped by it, as identity values are, and bounded alike:
+		// a fresh huge name per request would be a huge counter each.
+		return req, errors.New("Invalid request: the model name is longer than " + strconv.Itoa(MaxAttributeBytes) + " bytes")
+	}
 	if req.Background && o.RefuseBackground {
 		return req, errors.New("Invalid request: background responses are not allowed here: their usage cannot be metered")
 	}

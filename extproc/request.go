@@ -224,13 +224,6 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 		st.count(api, "bad_request")
 		return badRequest(api, err.Error()), true
 	}
-	if len(req.Model) > MaxAttributeBytes {
-		// The model is an attribute, used verbatim in the store keys of
-		// limits scoped by it, as identity values are, and bounded alike:
-		// a fresh huge name per request would be a huge counter each.
-		st.count(api, "bad_request")
-		return badRequest(api, "the model name is longer than "+strconv.Itoa(MaxAttributeBytes)+" bytes"), true
-	}
 	// The parsers' strings are views of the body; the stream keeps the
 	// model until the response ends, and must not keep the body with it.
 	req.Model = strings.Clone(req.Model)

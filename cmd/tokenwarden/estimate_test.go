@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/extproc"
 	"github.com/tokenwarden/tokenwarden/internal/llm/llmtest"
 	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 )
@@ -153,6 +154,8 @@ func TestRunEstimate(t *testing.T) {
 		{name: "stdin as -", args: []string{"-"}, body: `{"model":"gpt-4o","messages":[]}`, want: []string{"input total 3"}},
 		{name: "not JSON", body: `{"model":`, wantErr: "estimate: the server answers 400 Invalid request: "},
 		{name: "a key twice", body: `{"model":"gpt-4o","messages":[],"max_tokens":1,"max_tokens":9}`, wantErr: `400 Invalid request: duplicate key "max_tokens"`},
+		{name: "a model name past the bound", body: `{"model":"` + strings.Repeat("m", extproc.MaxAttributeBytes+1) + `","messages":[]}`,
+			wantErr: "400 Invalid request: the model name is longer than 1024 bytes"},
 		{name: "no model", body: `{"messages":[]}`, wantErr: "400 Invalid request: model must be a non-empty string"},
 		{name: "refused by the config", args: []string{"-config", cfg, "-path", "/v1/responses"}, body: `{"model":"gpt-4o","input":"x","background":true}`,
 			wantErr: "400 Invalid request: background responses are not allowed here"},
