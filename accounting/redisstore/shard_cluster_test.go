@@ -177,6 +177,50 @@ func TestShardedCluster(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("slot migration under load", func(t *testing.T) {
+		flush(t)
+		s, red := loadStore(t, cl.Addrs())
+		lt := newLoadTest(t, s, 20)
+		lt.start(6)
+		lt.waitBusy(5)
+		masters := masterClients(t, client)
+		slot := keySlot(s.RedisKey(lt.busy.Key))
+		src := ownerOf(t, slot, masters)
+		dst := masters[0]
+		if dst == src {
+			dst = masters[1]
+		}
+		migrateSlot(t, lt, slot, src, dst, masters)
+		lt.waitBusy(5)
+		lt.finish()
+		if got := ownerOf(t, slot, masters); got != dst {
+			t.Errorf("slot %d after the migration: served by %s, want %s", slot, got.Options().Addr, dst.Options().Addr)
+		}
+		t.Logf("redirects followed: %d MOVED, %d ASK", red.moved.Load(), red.ask.Load())
+		if red.moved.Load() == 0 || red.ask.Load() == 0 {
+			t.Errorf("redirects: got %d MOVED, %d ASK; want some of each", red.moved.Load(), red.ask.Load())
+		}
+	})
+
+	t.Run("manual failover under load", func(t *testing.T) {
+		flush(t)
+		s, red := loadStore(t, cl.Addrs())
+		lt := newLoadTest(t, s, 20)
+		lt.start(6)
+		lt.waitBusy(5)
+		masters := masterClients(t, client)
+		m := ownerOf(t, keySlot(s.RedisKey(lt.busy.Key)), masters)
+		replica := replicaOf(t, m)
+		lt.waitBusy(50)
+		failOver(t, replica, m)
+		lt.waitBusy(200)
+		lt.finish()
+		t.Logf("failover of %s to %s; redirects followed: %d MOVED", m.Options().Addr, replica.Options().Addr, red.moved.Load())
+		if red.moved.Load() == 0 {
+			t.Errorf("redirects: got no MOVED, want the old master's")
+		}
+	})
 }
 
 // tenantCounter is the counter of a fixed window limit scoped by tenant.
