@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -178,6 +179,78 @@ func TestShardedCluster(t *testing.T) {
 		}
 	})
 
+	// A step that times out: DEBUG SLEEP stalls the global counter's
+	// master past the Store's timeout (1s), so step 2 fails without an
+	// answer, and lands when the master wakes, while step 1, on another
+	// master, is charged. Reserve
+	// releases both; when the release of step 2 is answered within its
+	// own timeout the decision changed nothing (ErrNotApplied), and when
+	// it is not, the error stays ambiguous and the caller's release (the
+	// Limiter's) finishes the job. Either way nothing stays charged.
+	for _, tt := range []struct {
+		name       string
+		pause      time.Duration
+		notApplied bool
+	}{
+		{"an ambiguous step is undone in the decision", 1500 * time.Millisecond, true},
+		{"an undo that times out leaves the release to the caller", 3 * time.Second, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			flush(t)
+			s, _ := loadStore(t, cl.Addrs())
+			masters := masterClients(t, client)
+			global := fixedCounter("stall-global", 1000, time.Hour)
+			gMaster := ownerOf(t, keySlot(s.RedisKey(global.Key)), masters)
+			var tc accounting.Counter
+			for i := range 100 {
+				tc = tenantCounter("stall-daily", fmt.Sprintf("acme-%d", i), 1000)
+				if ownerOf(t, keySlot(s.RedisKey(tc.Key)), masters) != gMaster {
+					break
+				}
+			}
+			warm := mustAdmitAll(t, s, "warm", accounting.ReserveItem{Counter: tc, Amount: 1}, accounting.ReserveItem{Counter: global, Amount: 1})
+			if err := s.Settle(ctx, accounting.SettleRequest{ID: "warm", Items: []accounting.SettleItem{
+				{Counter: tc, Reserved: 1, Mark: warm.States[0].Mark}, {Counter: global, Reserved: 1, Mark: warm.States[1].Mark},
+			}}); err != nil {
+				t.Fatal(err)
+			}
+
+			asleep := stallServer(t, gMaster.Options().Addr, tt.pause)
+			req := accounting.ReserveRequest{ID: "stalled", Items: []accounting.ReserveItem{{Counter: tc, Amount: 10}, {Counter: global, Amount: 10}}}
+			_, err := s.Reserve(ctx, req)
+			if !errors.Is(err, accounting.ErrStoreUnavailable) || errors.Is(err, accounting.ErrNotApplied) != tt.notApplied {
+				t.Fatalf("Reserve with step 2 stalled: got %v; want a store error, not applied: %v", err, tt.notApplied)
+			}
+			if !tt.notApplied {
+				// What the Limiter does with an ambiguous failure.
+				deadline := time.Now().Add(time.Minute)
+				for {
+					_, err := s.Release(ctx, req)
+					if err == nil {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("Release: %v", err)
+					}
+				}
+			}
+			// Once the stalled master has run what it received meanwhile
+			// (the step its client gave up on included).
+			<-asleep
+			if err := gMaster.Ping(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []accounting.Counter{tc, global} {
+				if u := peekUsed(t, s, c); u != 0 {
+					t.Errorf("%s after the stalled decision: got %d used, want 0", c.Key, u)
+				}
+			}
+			if records, _ := liveRecords(t, s); records != 0 {
+				t.Errorf("records after the stalled decision: got %d, want 0", records)
+			}
+		})
+	}
+
 	t.Run("slot migration under load", func(t *testing.T) {
 		flush(t)
 		s, red := loadStore(t, cl.Addrs())
@@ -221,6 +294,36 @@ func TestShardedCluster(t *testing.T) {
 			t.Errorf("redirects: got no MOVED, want the old master's")
 		}
 	})
+}
+
+// stallServer stalls the Redis at addr for d (DEBUG SLEEP, which blocks
+// its event loop: what it receives meanwhile runs when it wakes, even
+// from a client that has given up and closed its connection) and returns
+// once it is asleep, with a channel closed when it wakes.
+func stallServer(t *testing.T, addr string, d time.Duration) <-chan struct{} {
+	t.Helper()
+	sleeper := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ReadTimeout: d + 10*time.Second})
+	prober := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ReadTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { _ = sleeper.Close(); _ = prober.Close() })
+	if err := prober.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	awake := make(chan struct{})
+	go func() {
+		defer close(awake)
+		_ = sleeper.Do(context.Background(), "DEBUG", "SLEEP", d.Seconds()).Err()
+	}()
+	// The server has no way to say it is asleep but by not answering.
+	for {
+		select {
+		case <-awake:
+			t.Fatalf("DEBUG SLEEP on %s ended before a PING went unanswered", addr)
+		default:
+		}
+		if err := prober.Ping(context.Background()).Err(); err != nil {
+			return awake
+		}
+	}
 }
 
 // tenantCounter is the counter of a fixed window limit scoped by tenant.
