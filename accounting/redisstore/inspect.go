@@ -46,38 +46,23 @@ func (s *Store) Peek(ctx context.Context, counters []accounting.Counter) ([]acco
 	return out, nil
 }
 
-// peekSharded is Peek on the sharded layout, where one call of tw_peek
-// may only read the keys of one slot: the counters are read slot by slot
-// (Top's keys spread over every slot, so this is a call per counter for
-// the most part, each as cheap as a GET).
-func (s *Store) peekSharded(ctx context.Context, counters []accounting.Counter) ([]accounting.CounterUsage, error) {
-	keys := make([]string, len(counters))
-	for i := range counters {
-		keys[i] = counters[i].Key
-	}
-	out := make([]accounting.CounterUsage, len(counters))
-	for _, g := range s.groups(keys) {
-		for idx := g.idx; len(idx) > 0; {
-			n := min(len(idx), peekBatch)
-			batch := make([]accounting.Counter, n)
-			for j, i := range idx[:n] {
-				batch[j] = counters[i]
-			}
-			got, err := s.peek(ctx, batch)
-			if err != nil {
-				return nil, err
-			}
-			for j, i := range idx[:n] {
-				out[i] = got[j]
-			}
-			idx = idx[n:]
-		}
-	}
-	return out, nil
-}
-
 // peek is one call of tw_peek.
 func (s *Store) peek(ctx context.Context, counters []accounting.Counter) ([]accounting.CounterUsage, error) {
+	keys, args, err := s.peekArgs(counters)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	reply, err := s.fcall(ctx, lib.peek, keys, args...).Text()
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	return peekUsage(counters, reply)
+}
+
+// peekArgs returns the keys and arguments of tw_peek for counters.
+func (s *Store) peekArgs(counters []accounting.Counter) ([]string, []any, error) {
 	n := len(counters)
 	keys := make([]string, n)
 	items := make([]byte, 0, 8*counterNums*n)
@@ -86,15 +71,18 @@ func (s *Store) peek(ctx context.Context, counters []accounting.Counter) ([]acco
 	for i := range counters {
 		keys[i] = s.RedisKey(counters[i].Key)
 		if items, err = appendCounter(items, &counters[i], &z); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	reply, err := s.call(ctx, lib.peek, keys, items, &z).Text()
-	if err != nil {
-		return nil, unavailable(err)
+	if z.n == 0 {
+		return keys, []any{s.clock(), items}, nil
 	}
+	return keys, []any{s.clock(), items, z.b}, nil
+}
+
+// peekUsage reads tw_peek's answer for counters.
+func peekUsage(counters []accounting.Counter, reply string) ([]accounting.CounterUsage, error) {
+	n := len(counters)
 	if len(reply) != 8*2*n {
 		return nil, unavailable(fmt.Errorf("tw_peek answered %d bytes for %d counters", len(reply), n))
 	}

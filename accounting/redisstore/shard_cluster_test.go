@@ -110,6 +110,15 @@ func TestShardedCluster(t *testing.T) {
 		if total != tenants || len(counts) != 3 {
 			t.Fatalf("tenant counters found: got %d on %d masters, want %d on 3", total, len(counts), tenants)
 		}
+		// Top finds them all, scanning every master.
+		lim := accounting.Limit{Name: "spread-daily", Algorithm: accounting.FixedWindow, Window: time.Hour, Limit: 1e9, Scope: []string{"tenant"}}
+		top, err := s.Top(ctx, accounting.TopRequest{Prefix: accounting.CounterPrefix(&lim), Counter: lim.Counter(nil), N: 5, MaxScan: 3000})
+		if err != nil {
+			t.Fatalf("Top: %v", err)
+		}
+		if top.Scanned != tenants || !top.Complete || len(top.Counters) != 5 || top.Counters[0].Used != 1 {
+			t.Errorf("Top: got %d scanned, complete %v, %d counters (%+v); want %d, true, 5 of 1 used", top.Scanned, top.Complete, len(top.Counters), top.Counters, tenants)
+		}
 		for addr, n := range counts {
 			share := float64(n) / tenants
 			t.Logf("master %s: %d of %d tenants' counters (%.1f%%)", addr, n, tenants, 100*share)
