@@ -167,8 +167,9 @@
 // read timeout, which for tw_reserve could charge twice, so every FCALL
 // is marked NoRetry. A call refused with TRYAGAIN (during a slot's
 // migration its keys are split between two masters) or CLUSTERDOWN
-// changed nothing, and is sent again, after 1 to 10 ms, within the
-// call's timeout: a migration moves one principal's few keys in
+// changed nothing, and is sent again, 1 to 10 ms apart, for at most
+// half the call's timeout in waits (an attempt the deadline cuts short
+// would be ambiguous, and cost a release): a migration moves one principal's few keys in
 // milliseconds, and a retry turns what would be a store error for every
 // request on that slot into a short delay.
 //

@@ -85,7 +85,8 @@ func (s *Store) fcall(ctx context.Context, fn string, keys []string, args ...any
 }
 
 // fcallOnce sends one FCALL, again only while Redis refuses it whole
-// with TRYAGAIN or CLUSTERDOWN, within ctx.
+// with TRYAGAIN or CLUSTERDOWN, within ctx and for half the Store's
+// timeout in waits.
 //
 // go-redis's cluster client would retry a command after a broken
 // connection or a read timeout too (its MaxRedirects loop), and a
@@ -106,6 +107,11 @@ func (s *Store) fcallOnce(ctx context.Context, fn string, keys []string, args ..
 		cmdArgs = append(cmdArgs, k)
 	}
 	cmdArgs = append(cmdArgs, args...)
+	// The waits between attempts add up to half the timeout at most: an
+	// attempt cut short by the deadline would turn a certain refusal
+	// into an ambiguous failure (which costs a release), so the other
+	// half is left for the attempts themselves.
+	budget := s.timeout / 2
 	for wait := time.Millisecond; ; wait = min(2*wait, 10*time.Millisecond) {
 		cmd := redis.NewCmd(ctx, cmdArgs...)
 		if len(keys) > 0 {
@@ -113,9 +119,10 @@ func (s *Store) fcallOnce(ctx context.Context, fn string, keys []string, args ..
 			cmd.SetFirstKeyPos(3)
 		}
 		_ = s.client.Process(ctx, noRetryCmd{cmd})
-		if !refusedForNow(cmd.Err()) || !sleep(ctx, wait) {
+		if !refusedForNow(cmd.Err()) || wait > budget || !sleep(ctx, wait) {
 			return cmd
 		}
+		budget -= wait
 	}
 }
 

@@ -60,19 +60,17 @@ func TestShardedCluster(t *testing.T) {
 		}
 	})
 
-	t.Run("contract", func(t *testing.T) {
-		storetest.Run(t, func(t *testing.T) storetest.Harness {
-			flush(t)
-			return harness(t, newSharded(t))
-		})
-	})
-
-	t.Run("inspect contract", func(t *testing.T) {
-		storetest.RunInspect(t, func(t *testing.T) storetest.Harness {
-			flush(t)
-			return harness(t, newSharded(t))
-		})
-	})
+	// Six servers and the test share the machine, and a decision takes a
+	// round trip per slot: Redis's clock runs further during a step of
+	// the suite than on one server.
+	shardedHarness := func(t *testing.T) storetest.Harness {
+		flush(t)
+		h := harness(t, newSharded(t))
+		h.Tolerance = time.Second
+		return h
+	}
+	t.Run("contract", func(t *testing.T) { storetest.Run(t, shardedHarness) })
+	t.Run("inspect contract", func(t *testing.T) { storetest.RunInspect(t, shardedHarness) })
 
 	t.Run("tenants spread over every master", func(t *testing.T) {
 		flush(t)

@@ -33,14 +33,18 @@ type loadTest struct {
 	errs    []string
 
 	// busyDone gets a value (when nobody is waiting, it is dropped) each
-	// time a decision on the busy tenant ends, success or failure, so
-	// that a test can let some happen in each phase without a clock.
-	busyDone   chan struct{}
-	decisions  atomic.Int64
-	storeErrs  atomic.Int64
-	stop       chan struct{}
-	wg         sync.WaitGroup
-	settleWait time.Duration
+	// time a reservation on the busy tenant is answered, success or
+	// failure, so that a test can let some happen in each phase without
+	// a clock.
+	busyDone  chan struct{}
+	decisions atomic.Int64
+	storeErrs atomic.Int64
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	// background runs the releases and the retried settlements, as the
+	// Limiter runs them: off the request's path, so that a worker goes on
+	// while a migration holds a slot.
+	background sync.WaitGroup
 }
 
 func newLoadTest(t *testing.T, s *Store, tenants int) *loadTest {
@@ -71,18 +75,13 @@ func (lt *loadTest) start(workers int) {
 					tc = lt.tenants[rng.IntN(len(lt.tenants))]
 				}
 				lt.decide(fmt.Sprintf("load-%d-%d", w, n), tc, rng)
-				if tc.Key == lt.busy.Key {
-					select {
-					case lt.busyDone <- struct{}{}:
-					default:
-					}
-				}
 			}
 		}()
 	}
 }
 
-// waitBusy returns once n more decisions on the busy tenant have ended.
+// waitBusy returns once n more reservations on the busy tenant have
+// been answered.
 func (lt *loadTest) waitBusy(n int) {
 	for range n {
 		<-lt.busyDone
@@ -95,6 +94,7 @@ func (lt *loadTest) finish() {
 	t := lt.t
 	close(lt.stop)
 	lt.wg.Wait()
+	lt.background.Wait()
 	for _, e := range lt.errs {
 		t.Error(e)
 	}
@@ -118,6 +118,14 @@ func (lt *loadTest) decide(id string, tc accounting.Counter, rng *rand.Rand) {
 	lt.decisions.Add(1)
 	req := accounting.ReserveRequest{ID: id, Items: []accounting.ReserveItem{{Counter: tc, Amount: 10}, {Counter: lt.global, Amount: 10}}}
 	res, err := lt.s.Reserve(ctx, req)
+	if tc.Key == lt.busy.Key {
+		// Before any release or settlement: those wait for a
+		// migration to end, which waits for this.
+		select {
+		case lt.busyDone <- struct{}{}:
+		default:
+		}
+	}
 	switch {
 	case err != nil && !errors.Is(err, accounting.ErrStoreUnavailable):
 		lt.fail("Reserve %s: %v", id, err)
@@ -125,9 +133,11 @@ func (lt *loadTest) decide(id string, tc accounting.Counter, rng *rand.Rand) {
 	case err != nil:
 		lt.storeErrs.Add(1)
 		if !errors.Is(err, accounting.ErrNotApplied) {
-			lt.retry("Release "+id, func() error {
-				_, err := lt.s.Release(ctx, req)
-				return err
+			lt.later(func() {
+				lt.retry("Release "+id, func() error {
+					_, err := lt.s.Release(ctx, req)
+					return err
+				})
 			})
 		}
 		return
@@ -140,28 +150,50 @@ func (lt *loadTest) decide(id string, tc accounting.Counter, rng *rand.Rand) {
 		{Counter: tc, Reserved: 10, Actual: actual, Mark: res.States[0].Mark},
 		{Counter: lt.global, Reserved: 10, Actual: actual, Mark: res.States[1].Mark},
 	}}
-	first := true
-	ok := lt.retry("Settle "+id, func() error {
-		err := lt.s.Settle(ctx, sr)
-		if errors.Is(err, accounting.ErrNoReservation) && !first {
-			// An earlier attempt landed, its answer lost.
-			err = nil
-		}
-		first = false
-		return err
-	})
-	if ok {
+	settled := func() {
 		lt.mu.Lock()
 		lt.settled[tc.Key] += actual
 		lt.settled[lt.global.Key] += actual
 		lt.mu.Unlock()
 	}
+	err = lt.s.Settle(ctx, sr)
+	switch {
+	case err == nil:
+		settled()
+		return
+	case !errors.Is(err, accounting.ErrStoreUnavailable):
+		lt.fail("Settle %s: %v", id, err)
+		return
+	}
+	lt.storeErrs.Add(1)
+	lt.later(func() {
+		ok := lt.retry("Settle "+id, func() error {
+			err := lt.s.Settle(ctx, sr)
+			if errors.Is(err, accounting.ErrNoReservation) {
+				// An earlier attempt landed, its answer lost.
+				err = nil
+			}
+			return err
+		})
+		if ok {
+			settled()
+		}
+	})
 }
 
-// retry calls fn until it succeeds, for a minute at most, counting store
-// errors, and reports whether it succeeded.
+// later runs fn in the background; finish waits for it.
+func (lt *loadTest) later(fn func()) {
+	lt.background.Add(1)
+	go func() {
+		defer lt.background.Done()
+		fn()
+	}()
+}
+
+// retry calls fn until it succeeds, for two minutes at most, counting
+// store errors, and reports whether it succeeded.
 func (lt *loadTest) retry(what string, fn func() error) bool {
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		err := fn()
 		if err == nil {
