@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,6 +188,37 @@ func TestShardedCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("a call whose connection breaks after it ran is not sent again", func(t *testing.T) {
+		flush(t)
+		opts := Options{ClusterAddrs: cl.Addrs(), ShardBy: "tenant", Timeout: testTimeout}
+		u, err := clientOptions(&opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc := redis.NewClusterClient(u.Cluster())
+		defer cc.Close()
+		brk := &breakAfter{}
+		cc.OnNewNode(func(c *redis.Client) { c.AddHook(brk) })
+		s, err := NewFromClient(cc, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := tenantCounter("broken", "acme", 100)
+		mustAdmitAll(t, s, "warm", accounting.ReserveItem{Counter: c, Amount: 1})
+		brk.armed.Store(true)
+		req := accounting.ReserveRequest{ID: "broken", Items: []accounting.ReserveItem{{Counter: c, Amount: 10}}}
+		// The Store undoes the step it cannot know about (its release
+		// refunds the reservation's amounts once): had the client sent
+		// it again, it would have charged twice, and 10 would stay.
+		_, err = s.Reserve(ctx, req)
+		if !errors.Is(err, accounting.ErrStoreUnavailable) || !errors.Is(err, accounting.ErrNotApplied) {
+			t.Fatalf("Reserve whose connection broke: got %v, want a store error, undone (not applied)", err)
+		}
+		if u := peekUsed(t, s, c); u != 1 {
+			t.Errorf("used after the broken reservation was undone: got %d, want 1 (charged once, refunded once)", u)
+		}
+	})
+
 	// A step that times out: DEBUG SLEEP stalls the global counter's
 	// master past the Store's timeout (1s), so step 2 fails without an
 	// answer, and lands when the master wakes, while step 1, on another
@@ -331,6 +364,27 @@ func stallServer(t *testing.T, addr string, d time.Duration) <-chan struct{} {
 			return awake
 		}
 	}
+}
+
+// breakAfter, once armed, fails the next FCALL after Redis has run it, as
+// a connection that breaks before the answer arrives does.
+type breakAfter struct{ armed atomic.Bool }
+
+func (b *breakAfter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (b *breakAfter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err == nil && cmd.Name() == "fcall" && b.armed.CompareAndSwap(true, false) {
+			cmd.SetErr(io.ErrUnexpectedEOF)
+			return io.ErrUnexpectedEOF
+		}
+		return err
+	}
+}
+
+func (b *breakAfter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 // tenantCounter is the counter of a fixed window limit scoped by tenant.
