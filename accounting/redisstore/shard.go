@@ -133,8 +133,9 @@ func (s *Store) reserveSharded(ctx context.Context, req accounting.ReserveReques
 			return accounting.ReserveResult{}, err
 		case err != nil:
 			undo := gs[:k]
-			if !errors.Is(err, accounting.ErrNotApplied) {
-				// Step k may have landed after all.
+			if errors.Is(err, accounting.ErrStoreUnavailable) && !errors.Is(err, accounting.ErrNotApplied) {
+				// Step k may have landed after all. (Any other error
+				// refused the step before it reached Redis.)
 				undo = gs[:k+1]
 			}
 			switch {
@@ -143,7 +144,7 @@ func (s *Store) reserveSharded(ctx context.Context, req accounting.ReserveReques
 			case s.undo(ctx, &req, undo):
 				// Every step is refunded or tombstoned: nothing is
 				// applied, and the Limiter need not release.
-				return accounting.ReserveResult{}, fmt.Errorf("%w (step %d of %d; the steps before it undone)", notAppliedNow(err), k+1, len(gs))
+				return accounting.ReserveResult{}, fmt.Errorf("%w (step %d of %d; %d steps undone)", notAppliedNow(err), k+1, len(gs), len(undo))
 			}
 			// Some step may still be charged: ambiguous, whatever step
 			// k's own failure was, so that the Limiter releases.
