@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
@@ -184,6 +185,48 @@ func TestShardedCluster(t *testing.T) {
 		for _, c := range []accounting.Counter{tc, global} {
 			if u := peekUsed(t, s, c); u != 4 {
 				t.Errorf("%s: got %d used, want 4", c.Key, u)
+			}
+		}
+	})
+
+	// The Limiter on the sharded layout: a tenant limit and a global one
+	// (two slots, two steps), admitted and settled; then refused by the
+	// global limit in the second step, naming it, the tenant's step
+	// refunded.
+	t.Run("the Limiter over two slots", func(t *testing.T) {
+		flush(t)
+		s := newSharded(t)
+		tenant := accounting.Limit{Name: "lim-tenant", Scope: []string{"tenant"}, Dimension: accounting.Tokens, Algorithm: accounting.FixedWindow, Limit: 10_000, Window: time.Hour}
+		global := accounting.Limit{Name: "lim-global", Dimension: accounting.Tokens, Algorithm: accounting.FixedWindow, Limit: 500, Window: time.Hour}
+		attrs := accounting.Attributes{{Name: "tenant", Value: "acme"}}
+		if gs := s.groups([]string{tenant.Counter(attrs).Key, global.Counter(nil).Key}); len(gs) != 2 {
+			t.Fatalf("the two limits share a slot: %+v", gs)
+		}
+		l, err := accounting.New(accounting.Options{Store: s, Limits: []accounting.Limit{tenant, global}, Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		est := accounting.Estimate{InputTokens: 200, OutputTokens: 100}
+		r, err := l.Reserve(ctx, accounting.Request{Attributes: attrs, Estimate: est})
+		if err != nil || !r.Admitted {
+			t.Fatalf("first request: got admitted %v, %v; want admitted", r != nil && r.Admitted, err)
+		}
+		if settled, err := r.Settle(ctx, accounting.Usage{InputTokens: 200, OutputTokens: 50}); !settled || err != nil {
+			t.Fatalf("Settle: got %v, %v", settled, err)
+		}
+		r, err = l.Reserve(ctx, accounting.Request{Attributes: attrs, Estimate: est})
+		if err != nil || r.Admitted {
+			t.Fatalf("second request, 300 over 250 left globally: got admitted %v, %v; want refused", r != nil && r.Admitted, err)
+		}
+		if r.Trip.Limit == nil || r.Trip.Limit.Name != "lim-global" || r.Trip.Remaining != 250 {
+			t.Errorf("trip: got %+v, want lim-global with 250 remaining", r.Trip)
+		}
+		for _, c := range []struct {
+			counter accounting.Counter
+			want    int64
+		}{{tenant.Counter(attrs), 250}, {global.Counter(nil), 250}} {
+			if u := peekUsed(t, s, c.counter); u != c.want {
+				t.Errorf("%s: got %d used, want %d (the settled usage, the refused request refunded)", c.counter.Key, u, c.want)
 			}
 		}
 	})
