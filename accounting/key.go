@@ -79,3 +79,42 @@ func algorithmCode(a Algorithm, c Calendar) string {
 	}
 	return "s"
 }
+
+// KeyScopeValue returns the value of scope attribute name in counter key
+// key (built by [CounterKey]), and whether the key's scope holds it.
+//
+// It reads the key's fields by their lengths, as [ScopeValues] does, so a
+// value can never be mistaken for an attribute name: what it returns is
+// the value the key was built from. A store that places keys by one
+// attribute (redisstore's shard_by) uses it to find a counter's principal
+// from its key alone. A key it cannot read (not one of CounterKey's)
+// reports false.
+func KeyScopeValue(key, name string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, KeyPrefix)
+	if !ok {
+		return "", false
+	}
+	// The header (algorithm, window, zone) ends at the first ':'; an
+	// IANA zone name holds none.
+	i := strings.IndexByte(rest, ':')
+	if i < 0 {
+		return "", false
+	}
+	if _, rest, ok = readField(rest[i+1:]); !ok {
+		// The limit's name.
+		return "", false
+	}
+	for rest != "" {
+		var attr, v string
+		if attr, rest, ok = readField(rest); !ok {
+			return "", false
+		}
+		if v, rest, ok = readField(rest); !ok {
+			return "", false
+		}
+		if attr == name {
+			return v, true
+		}
+	}
+	return "", false
+}

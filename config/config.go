@@ -210,12 +210,18 @@ func (c *Config) store(f *file, p *problems) {
 			PoolSize:           r.PoolSize,
 			MinIdleConns:       r.MinIdleConns,
 			HashTag:            r.HashTag,
+			ShardBy:            r.ShardBy,
 			ClusterAddrs:       r.ClusterAddrs,
 			SentinelMasterName: r.Sentinel.MasterName,
 			SentinelAddrs:      r.Sentinel.Addrs,
 			SentinelPassword:   r.Sentinel.Password,
 		}
 		c.Store.AllowEviction = r.AllowEviction
+		if _, ok := f.Identity.Attributes[r.ShardBy]; r.ShardBy != "" && !ok && r.ShardBy != extproc.AttributeModel && r.ShardBy != extproc.AttributeAPI {
+			// Only a limit scoped by an attribute with a source can
+			// place its keys by it.
+			p.add("store.redis.shard_by", "%q has no source under identity.attributes", r.ShardBy)
+		}
 	default:
 		p.add("store.type", "%q is not memory or redis", f.Store.Type)
 	}

@@ -52,6 +52,7 @@ type redisFile struct {
 	PoolSize      int          `yaml:"pool_size"`
 	MinIdleConns  int          `yaml:"min_idle_conns"`
 	HashTag       string       `yaml:"hash_tag"`
+	ShardBy       string       `yaml:"shard_by"`
 	ClusterAddrs  []string     `yaml:"cluster_addrs"`
 	Sentinel      sentinelFile `yaml:"sentinel"`
 	AllowEviction bool         `yaml:"allow_eviction"`

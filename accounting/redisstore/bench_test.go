@@ -61,6 +61,10 @@ func benchDecisions(b *testing.B, limits int, settle bool) {
 
 	op := func(i int) {
 		req := reqs[i%len(reqs)]
+		if settle {
+			// Its own record, which the settlement deletes.
+			req.ID = fmt.Sprintf("%s-%d", req.ID, i)
+		}
 		res, err := s.Reserve(ctx, req)
 		if err != nil || !res.Admitted {
 			b.Fatalf("Reserve: admitted %v, err %v", res.Admitted, err)
@@ -68,7 +72,7 @@ func benchDecisions(b *testing.B, limits int, settle bool) {
 		if !settle {
 			return
 		}
-		sr := accounting.SettleRequest{ID: fmt.Sprintf("%s-%d", req.ID, i), Items: make([]accounting.SettleItem, len(req.Items))}
+		sr := accounting.SettleRequest{ID: req.ID, Items: make([]accounting.SettleItem, len(req.Items))}
 		for j, it := range req.Items {
 			sr.Items[j] = accounting.SettleItem{Counter: it.Counter, Reserved: it.Amount, Actual: it.Amount - 700, Mark: res.States[j].Mark}
 		}

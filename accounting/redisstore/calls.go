@@ -117,10 +117,10 @@ func (s *Store) clock() string {
 // recordKey is the Redis key of reservation id's record.
 func (s *Store) recordKey(id string) string { return s.prefix + RecordKeyPrefix + id }
 
-// reserveArgs returns the keys (the items' counters, then the record),
-// the packed items of req and the zoned items' boundaries, for tw_reserve
-// and tw_release alike.
-func (s *Store) reserveArgs(req *accounting.ReserveRequest) ([]string, []byte, zones, error) {
+// reserveArgs returns the keys (the items' counters, then the record
+// key, record), the packed items of req and the zoned items' boundaries,
+// for tw_reserve and tw_release alike.
+func (s *Store) reserveArgs(req *accounting.ReserveRequest, record string) ([]string, []byte, zones, error) {
 	n := len(req.Items)
 	keys := make([]string, n+1)
 	items := make([]byte, 0, 8*(counterNums+1)*n)
@@ -128,7 +128,7 @@ func (s *Store) reserveArgs(req *accounting.ReserveRequest) ([]string, []byte, z
 	var err error
 	for i := range req.Items {
 		it := &req.Items[i]
-		keys[i] = s.prefix + it.Key
+		keys[i] = s.RedisKey(it.Key)
 		at := len(items)
 		if items, err = appendCounter(items, &it.Counter, &z); err != nil {
 			return nil, nil, zones{}, err
@@ -142,7 +142,7 @@ func (s *Store) reserveArgs(req *accounting.ReserveRequest) ([]string, []byte, z
 		}
 		items = appendNum(items, it.Amount)
 	}
-	keys[n] = s.recordKey(req.ID)
+	keys[n] = record
 	return keys, items, z, nil
 }
 
@@ -154,13 +154,22 @@ func (s *Store) Reserve(ctx context.Context, req accounting.ReserveRequest) (acc
 		// gives, without a record.
 		return accounting.ReserveResult{Admitted: true, States: []accounting.CounterState{}}, nil
 	}
-	keys, items, z, err := s.reserveArgs(&req)
+	if s.shardBy != "" {
+		return s.reserveSharded(ctx, req)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.reserveOnce(ctx, &req, s.recordKey(req.ID))
+}
+
+// reserveOnce is one call of tw_reserve for req, its record under key
+// record, within ctx.
+func (s *Store) reserveOnce(ctx context.Context, req *accounting.ReserveRequest, record string) (accounting.ReserveResult, error) {
+	n := len(req.Items)
+	keys, items, z, err := s.reserveArgs(req, record)
 	if err != nil {
 		return accounting.ReserveResult{}, err
 	}
-
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
 	reply, err := s.call(ctx, lib.reserve, keys, items, &z).Text()
 	if err != nil {
 		return accounting.ReserveResult{}, unavailable(err)
@@ -288,6 +297,17 @@ func num(b string, i int) int64 { return int64(numf(b, i)) }
 // ambiguous failure (it did land, the answer was lost) finds no record
 // and is a no-op.
 func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error {
+	if s.shardBy != "" {
+		return s.settleSharded(ctx, req)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.settleOnce(ctx, &req, s.recordKey(req.ID))
+}
+
+// settleOnce is one call of tw_settle for req, its record under key
+// record, within ctx.
+func (s *Store) settleOnce(ctx context.Context, req *accounting.SettleRequest, record string) error {
 	keys := make([]string, 0, len(req.Items)+1)
 	items := make([]byte, 0, 8*(counterNums+2)*len(req.Items))
 	z := zones{s: s}
@@ -307,17 +327,14 @@ func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error 
 		if err := exact(it.Key, it.Reserved, it.Actual, delta, it.Mark); err != nil {
 			return err
 		}
-		keys = append(keys, s.prefix+it.Key)
+		keys = append(keys, s.RedisKey(it.Key))
 		if items, err = appendCounter(items, &it.Counter, &z); err != nil {
 			return err
 		}
 		items = appendNum(items, delta)
 		items = appendNum(items, it.Mark)
 	}
-	keys = append(keys, s.recordKey(req.ID))
-
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
+	keys = append(keys, record)
 	applied, err := s.call(ctx, lib.settle, keys, items, &z).Int64()
 	if err != nil {
 		return unavailable(err)
@@ -330,12 +347,21 @@ func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error 
 
 // Release implements [accounting.Store] with one call of tw_release.
 func (s *Store) Release(ctx context.Context, req accounting.ReserveRequest) (bool, error) {
-	keys, items, z, err := s.reserveArgs(&req)
-	if err != nil {
-		return false, err
+	if s.shardBy != "" {
+		return s.releaseSharded(ctx, req)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	return s.releaseOnce(ctx, &req, s.recordKey(req.ID))
+}
+
+// releaseOnce is one call of tw_release for req, its record under key
+// record, within ctx.
+func (s *Store) releaseOnce(ctx context.Context, req *accounting.ReserveRequest, record string) (bool, error) {
+	keys, items, z, err := s.reserveArgs(req, record)
+	if err != nil {
+		return false, err
+	}
 	released, err := s.call(ctx, lib.release, keys, items, &z).Int64()
 	if err != nil {
 		return false, unavailable(err)

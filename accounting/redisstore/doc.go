@@ -95,15 +95,94 @@
 // A function may only touch keys of one hash slot. Counter keys carry no
 // hash tag of their own (and scope values may contain braces), so the keys
 // of one request generally hash to different slots and Redis Cluster
-// refuses the call (CROSSSLOT). [Options.HashTag] puts every key, records
-// included, in the slot of "{HashTag}": the store then works on a cluster
-// ([Options.ClusterAddrs] requires the tag), but all of tokenwarden's
-// keys live on one shard, which scales memory and load no further than a
-// single Redis. A tag chosen per request (say, the tenant) would spread
-// the keys, but it is only sound when every limit is scoped by that
-// attribute: a global or per-model counter would otherwise exist once per
-// tag and stop being one limit. For failover without a cluster, use
-// Sentinel ([Options.SentinelMasterName]).
+// refuses the call (CROSSSLOT). A Store on a cluster ([Options.ClusterAddrs])
+// needs one of two layouts.
+//
+// [Options.HashTag] puts every key, records included, in the slot of
+// "{HashTag}": one call per decision, but all of tokenwarden's keys live
+// on one shard, which scales memory and load no further than a single
+// Redis.
+//
+// [Options.ShardBy] (config store.redis.shard_by, an identity attribute
+// such as "tenant") spreads them. Each Redis key is a hash tag and the
+// counter key, "{tag}tw2:…" ([Store.RedisKey]); the tag is 8 hex digits
+// of a hash of the ShardBy attribute's value for a counter whose limit is
+// scoped by it ([accounting.KeyScopeValue] reads it from the key), and of
+// the whole key for any other counter. So one principal's limits share a
+// slot and reserve in one atomic call, while global, per-model and
+// per-user counters spread over the slots too. The tag comes first and
+// holds no brace, so no scope value can choose a key's slot; two values
+// that hash alike only share a slot, their keys staying apart
+// (CounterKey's fields are length-prefixed). The tag is computed from the
+// key alone, so [Store.Peek], [Store.ResetCounter] and the keys
+// [Store.Top] finds need nothing else.
+//
+// A request whose counters fall in several slots is decided in steps,
+// one FCALL of tw_reserve per slot (slots computed here, with Redis's
+// CRC16): the principal's slot first, then the others by slot number.
+// Each step writes its own record, in its slot, under a key named after
+// the slot, so that settlement and release find it from any subset of
+// the request's items. The Store's contract stays all-or-nothing:
+//
+//   - A step that refuses: the steps before it are released (tw_release)
+//     before Reserve returns the refusal. Meanwhile their counters hold
+//     the refused amounts, so a concurrent request may be refused that
+//     would have fitted; none is admitted over a limit. The refusal
+//     reports the steps before as fitting, with what they had left
+//     before, and the steps after (not asked) as fitting.
+//   - A step that fails: the steps before it are released, and the failed
+//     one too unless its failure certainly changed nothing (a release
+//     that arrives first leaves a tombstone, so the step charges nothing
+//     when it lands). When every release answers, Reserve's error wraps
+//     [accounting.ErrNotApplied]: the decision changed nothing. When one
+//     does not, the error is ambiguous and the Limiter releases every
+//     slot in the background.
+//   - A replica that dies between steps leaves its earlier steps charged
+//     until their windows let them go, and their records for
+//     [accounting.RecordTTL]: an over-reservation of at most its
+//     in-flight estimates, never an overshoot.
+//   - [Store.Settle] and [Store.Release] go to every slot of their items,
+//     each call with a timeout of its own. Each slot's record makes its
+//     settlement happen once, so a settlement retried after a partial one
+//     books only the slots it missed; Settle returns the first failure,
+//     or [accounting.ErrNoReservation] when no slot had a record, or nil.
+//     A step whose items were all optional and none fitted is released at
+//     once when another step charged something (no settlement names it).
+//   - Steps run at their masters' times: two lifetime runs that one
+//     reservation starts on two masters start a step's latency apart.
+//
+// The steps of one Reserve share [Options.Timeout]; each release after a
+// refusal or failure has its own. A decision costs one round trip per
+// slot it touches. A counter not scoped by ShardBy is one key on one
+// master, which every decision that meets it calls: a global limit on
+// every request puts a share of every decision on one master, and
+// sharding relieves it of nothing (BenchmarkCluster measures the Redis
+// CPU per decision per master for both layouts). The layout decides every
+// key, so replicas sharing a cluster must all run the same one; another
+// layout starts afresh.
+//
+// The client follows MOVED and ASK (a resharding, a failover), which
+// re-send a command Redis did not run. It re-sends nothing else: go-redis's
+// cluster client would retry a command after a broken connection or a
+// read timeout, which for tw_reserve could charge twice, so every FCALL
+// is marked NoRetry. A call refused with TRYAGAIN (during a slot's
+// migration its keys are split between two masters) or CLUSTERDOWN
+// changed nothing, and is sent again, 1 to 10 ms apart, for at most
+// half the call's timeout in waits (an attempt the deadline cuts short
+// would be ambiguous, and cost a release): a migration moves one principal's few keys in
+// milliseconds, and a retry turns what would be a store error for every
+// request on that slot into a short delay.
+//
+// A manual CLUSTER FAILOVER loses no acknowledged write (the replica
+// catches up before it takes over). An automatic failover, after a
+// master dies, loses what the master had acknowledged but not yet
+// replicated (replication is asynchronous): a reservation lost so is
+// not counted, an overshoot of at most what was admitted in the
+// replication lag; a settlement lost so leaves the reservation's
+// estimate charged and its record until RecordTTL.
+//
+// For failover without a cluster, use Sentinel
+// ([Options.SentinelMasterName]).
 //
 // # Eviction
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -29,6 +30,9 @@ const (
 // writes nothing (it is flagged no-writes, so it runs on a Redis out of
 // memory, too).
 func (s *Store) Peek(ctx context.Context, counters []accounting.Counter) ([]accounting.CounterUsage, error) {
+	if s.shardBy != "" {
+		return s.peekSharded(ctx, counters)
+	}
 	out := make([]accounting.CounterUsage, 0, len(counters))
 	for len(counters) > 0 {
 		n := min(len(counters), peekBatch)
@@ -44,23 +48,41 @@ func (s *Store) Peek(ctx context.Context, counters []accounting.Counter) ([]acco
 
 // peek is one call of tw_peek.
 func (s *Store) peek(ctx context.Context, counters []accounting.Counter) ([]accounting.CounterUsage, error) {
+	keys, args, err := s.peekArgs(counters)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	reply, err := s.fcall(ctx, lib.peek, keys, args...).Text()
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	return peekUsage(counters, reply)
+}
+
+// peekArgs returns the keys and arguments of tw_peek for counters.
+func (s *Store) peekArgs(counters []accounting.Counter) ([]string, []any, error) {
 	n := len(counters)
 	keys := make([]string, n)
 	items := make([]byte, 0, 8*counterNums*n)
 	z := zones{s: s}
 	var err error
 	for i := range counters {
-		keys[i] = s.prefix + counters[i].Key
+		keys[i] = s.RedisKey(counters[i].Key)
 		if items, err = appendCounter(items, &counters[i], &z); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	reply, err := s.call(ctx, lib.peek, keys, items, &z).Text()
-	if err != nil {
-		return nil, unavailable(err)
+	if z.n == 0 {
+		return keys, []any{s.clock(), items}, nil
 	}
+	return keys, []any{s.clock(), items, z.b}, nil
+}
+
+// peekUsage reads tw_peek's answer for counters.
+func peekUsage(counters []accounting.Counter, reply string) ([]accounting.CounterUsage, error) {
+	n := len(counters)
 	if len(reply) != 8*2*n {
 		return nil, unavailable(fmt.Errorf("tw_peek answered %d bytes for %d counters", len(reply), n))
 	}
@@ -76,7 +98,7 @@ func (s *Store) peek(ctx context.Context, counters []accounting.Counter) ([]acco
 func (s *Store) ResetCounter(ctx context.Context, key string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	n, err := s.client.Del(ctx, s.prefix+key).Result()
+	n, err := s.client.Del(ctx, s.RedisKey(key)).Result()
 	if err != nil {
 		return false, unavailable(err)
 	}
@@ -88,48 +110,38 @@ func (s *Store) ResetCounter(ctx context.Context, key string) (bool, error) {
 // the whole keyspace, the limit's keys and everyone else's, so the bound
 // is on the keys Redis examines, not on those that match), then tw_peek
 // on the keys found. Each call has the Store's timeout. On a Redis
-// Cluster the keys behind the hash tag all sit on one master, which is
-// the one scanned; a cluster without a hash tag is refused.
+// Cluster with a hash tag the keys all sit on the master of its slot,
+// which is the one scanned; on the sharded layout (Options.ShardBy) every
+// master is scanned, each with an equal share of req.MaxScan. A cluster
+// with neither is refused.
 func (s *Store) Top(ctx context.Context, req accounting.TopRequest) (accounting.TopResult, error) {
-	scanner, err := s.scanner(ctx)
+	scanners, err := s.scanners(ctx)
 	if err != nil {
 		return accounting.TopResult{}, err
 	}
 	match := globEscape(s.prefix+req.Prefix) + "*"
-	var res accounting.TopResult
-	seen := make(map[string]bool)
-	var counters []accounting.Counter
-	var cursor uint64
-	truncated := false
-	for budget := req.MaxScan; budget > 0 && !truncated; {
-		count := min(budget, scanStep)
-		budget -= count
-		sctx, cancel := context.WithTimeout(ctx, s.timeout)
-		page, next, err := scanner.Scan(sctx, cursor, match, int64(count)).Result()
-		cancel()
-		if err != nil {
-			return accounting.TopResult{}, unavailable(err)
-		}
-		for _, k := range page {
-			if seen[k] {
-				// SCAN may return a key twice (the table was resized).
-				continue
-			}
-			if len(counters) == req.MaxScan {
-				truncated = true
-				break
-			}
-			seen[k] = true
-			c := req.Counter
-			c.Key = strings.TrimPrefix(k, s.prefix)
-			counters = append(counters, c)
-		}
-		if cursor = next; cursor == 0 {
-			res.Complete = !truncated
-			break
+	tagLen := len(s.prefix)
+	if s.shardBy != "" {
+		// Any tag: "{" and eight characters and "}", then the prefix.
+		match = "{" + strings.Repeat("?", shardTagLen) + "}" + match
+		tagLen = shardTagLen + 2
+	}
+	sc := topScan{match: match, tagLen: tagLen, max: req.MaxScan, seen: make(map[string]bool), complete: true}
+	share := req.MaxScan / len(scanners)
+	if share == 0 && req.MaxScan > 0 {
+		share = 1
+	}
+	for _, scanner := range scanners {
+		if err := sc.scan(ctx, s, scanner, share); err != nil {
+			return accounting.TopResult{}, err
 		}
 	}
-	res.Scanned = len(counters)
+	res := accounting.TopResult{Scanned: len(sc.counters), Complete: sc.complete}
+	counters := make([]accounting.Counter, len(sc.counters))
+	for i, k := range sc.counters {
+		counters[i] = req.Counter
+		counters[i].Key = k
+	}
 	states, err := s.Peek(ctx, counters)
 	if err != nil {
 		return accounting.TopResult{}, err
@@ -146,23 +158,83 @@ func (s *Store) Top(ctx context.Context, req accounting.TopRequest) (accounting.
 	return res, nil
 }
 
-// scanner returns the client to SCAN: the Store's own, or on a Redis
-// Cluster the master holding the hash tag's slot.
-func (s *Store) scanner(ctx context.Context) (redis.Cmdable, error) {
+// topScan collects the counter keys Top finds.
+type topScan struct {
+	match string
+	// tagLen is how much of a Redis key goes before the counter key.
+	tagLen   int
+	max      int
+	seen     map[string]bool
+	counters []string
+	// complete: every scan so far reached its end, nothing left out.
+	complete bool
+}
+
+// scan SCANs one server for the limit's keys, examining about budget
+// keys at most.
+func (sc *topScan) scan(ctx context.Context, s *Store, scanner redis.Cmdable, budget int) error {
+	var cursor uint64
+	for budget > 0 {
+		count := min(budget, scanStep)
+		budget -= count
+		sctx, cancel := context.WithTimeout(ctx, s.timeout)
+		page, next, err := scanner.Scan(sctx, cursor, sc.match, int64(count)).Result()
+		cancel()
+		if err != nil {
+			return unavailable(err)
+		}
+		for _, k := range page {
+			if sc.seen[k] || len(k) < sc.tagLen {
+				// SCAN may return a key twice (the table was resized).
+				continue
+			}
+			if len(sc.counters) == sc.max {
+				sc.complete = false
+				return nil
+			}
+			sc.seen[k] = true
+			sc.counters = append(sc.counters, k[sc.tagLen:])
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
+	sc.complete = false
+	return nil
+}
+
+// scanners returns the clients to SCAN: the Store's own; on a Redis
+// Cluster with a hash tag, the master holding its slot; on the sharded
+// layout, every master.
+func (s *Store) scanners(ctx context.Context) ([]redis.Cmdable, error) {
 	cc, ok := s.client.(*redis.ClusterClient)
 	if !ok {
-		return s.client, nil
-	}
-	if s.prefix == "" {
-		return nil, errors.New("redisstore: listing counters on a Redis Cluster needs a hash tag")
+		return []redis.Cmdable{s.client}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	if s.shardBy != "" {
+		var mu sync.Mutex
+		var masters []redis.Cmdable
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			masters = append(masters, c)
+			return nil
+		})
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		return masters, nil
+	}
+	if s.prefix == "" {
+		return nil, errors.New("redisstore: listing counters on a Redis Cluster needs a hash tag or shard_by")
+	}
 	node, err := cc.MasterForKey(ctx, s.prefix)
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	return node, nil
+	return []redis.Cmdable{node}, nil
 }
 
 // globEscape escapes what SCAN's MATCH pattern would read as a wildcard.

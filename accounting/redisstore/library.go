@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -65,7 +66,7 @@ func newLibrary(body string) library {
 // failover promoted a server that never had it) it loads it and calls
 // again: a call refused for a missing function did nothing.
 func (s *Store) fcall(ctx context.Context, fn string, keys []string, args ...any) *redis.Cmd {
-	cmd := s.client.FCall(ctx, fn, keys, args...)
+	cmd := s.fcallOnce(ctx, fn, keys, args...)
 	err := cmd.Err()
 	switch {
 	case err == nil:
@@ -80,7 +81,73 @@ func (s *Store) fcall(ctx context.Context, fn string, keys []string, args ...any
 		cmd.SetErr(fmt.Errorf("loading the function library: %w", err))
 		return cmd
 	}
-	return s.client.FCall(ctx, fn, keys, args...)
+	return s.fcallOnce(ctx, fn, keys, args...)
+}
+
+// fcallOnce sends one FCALL, again only while Redis refuses it whole
+// with TRYAGAIN or CLUSTERDOWN, within ctx and for half the Store's
+// timeout in waits.
+//
+// go-redis's cluster client would retry a command after a broken
+// connection or a read timeout too (its MaxRedirects loop), and a
+// tw_reserve sent again after it ran charges twice; the command is marked
+// NoRetry so that it only follows MOVED and ASK (and READONLY, a refusal),
+// which re-send a command Redis did not run. TRYAGAIN (a slot is
+// migrating and the call's keys are split between its two masters) and
+// CLUSTERDOWN (a failover is under way) are refusals too, so calling
+// again cannot charge twice; a migration moves one principal's few keys
+// in milliseconds and a manual failover takes about as long, so a retry
+// within the call's timeout usually turns what would be a store error
+// (each limit's on_store_error, for every request on that slot
+// meanwhile) into a short delay.
+func (s *Store) fcallOnce(ctx context.Context, fn string, keys []string, args ...any) *redis.Cmd {
+	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
+	cmdArgs = append(cmdArgs, "fcall", fn, len(keys))
+	for _, k := range keys {
+		cmdArgs = append(cmdArgs, k)
+	}
+	cmdArgs = append(cmdArgs, args...)
+	// The waits between attempts add up to half the timeout at most: an
+	// attempt cut short by the deadline would turn a certain refusal
+	// into an ambiguous failure (which costs a release), so the other
+	// half is left for the attempts themselves.
+	budget := s.timeout / 2
+	for wait := time.Millisecond; ; wait = min(2*wait, 10*time.Millisecond) {
+		cmd := redis.NewCmd(ctx, cmdArgs...)
+		if len(keys) > 0 {
+			// Routed by its first key, as the typed FCall is.
+			cmd.SetFirstKeyPos(3)
+		}
+		_ = s.client.Process(ctx, noRetryCmd{cmd})
+		if !refusedForNow(cmd.Err()) || wait > budget || !sleep(ctx, wait) {
+			return cmd
+		}
+		budget -= wait
+	}
+}
+
+// noRetryCmd is a command the client must not send again after a failure
+// that may follow its running.
+type noRetryCmd struct{ *redis.Cmd }
+
+func (noRetryCmd) NoRetry() bool { return true }
+
+// refusedForNow reports a refusal that a slot migration or a failover in
+// progress causes and that ends by itself.
+func refusedForNow(err error) bool {
+	return err != nil && (redis.HasErrorPrefix(err, "TRYAGAIN") || redis.HasErrorPrefix(err, "CLUSTERDOWN"))
+}
+
+// sleep waits d, or until ctx ends (false).
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // loadLibrary loads the library into Redis, into every master of a

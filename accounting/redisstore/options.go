@@ -22,7 +22,7 @@ import (
 const DefaultTimeout = 50 * time.Millisecond
 
 // Options configure a Store built by [New]. One of URL, SentinelMasterName
-// with SentinelAddrs, or ClusterAddrs with HashTag is required. The zero
+// with SentinelAddrs, or ClusterAddrs with HashTag or ShardBy is required. The zero
 // value of every other field is its default.
 type Options struct {
 	// URL locates Redis: redis://[[user]:password@]host[:port][/db], or
@@ -61,7 +61,7 @@ type Options struct {
 	SentinelPassword string
 
 	// ClusterAddrs, when set, connects to a Redis Cluster through these
-	// seed nodes (host:port each). HashTag is then required.
+	// seed nodes (host:port each). HashTag or ShardBy is then required.
 	ClusterAddrs []string
 
 	// HashTag, when set, puts every key the Store writes in the Redis
@@ -69,6 +69,17 @@ type Options struct {
 	// one call always share a slot (see the package documentation). It
 	// must not contain '{' or '}'.
 	HashTag string
+
+	// ShardBy, when set, names the identity attribute (e.g. "tenant")
+	// by which the Store spreads its keys over a Redis Cluster's slots:
+	// the counters of limits scoped by it share a hash tag derived from
+	// its value, so that one principal's limits reserve in one call, and
+	// every other counter carries a tag of its own. A reservation whose
+	// counters fall in several slots is made in steps, one per slot,
+	// undoing the earlier ones when a later one fails (see the package
+	// documentation, "Redis Cluster"). It cannot be combined with
+	// HashTag.
+	ShardBy string
 }
 
 // Validate reports every problem of the options, joined, each an
@@ -95,10 +106,10 @@ func (o *Options) Validate() error {
 	if sentinel && cluster {
 		bad("cluster_addrs", "cannot be combined with sentinel")
 	}
-	if cluster && o.HashTag == "" {
-		// Without one, a request's keys fall in different slots and
+	if cluster && o.HashTag == "" && o.ShardBy == "" {
+		// Without either, a request's keys fall in different slots and
 		// Redis Cluster refuses every call that touches two limits.
-		bad("hash_tag", "required with cluster_addrs: the keys of one call must share a slot")
+		bad("hash_tag", "required with cluster_addrs, unless shard_by is set: the keys of one call must share a slot")
 	}
 	if o.PoolSize < 0 {
 		bad("pool_size", "must not be negative")
@@ -119,6 +130,10 @@ func (o *Options) validateStore() error {
 	}
 	if strings.ContainsAny(o.HashTag, "{}") {
 		errs = append(errs, accounting.FieldErrorf("hash_tag", "%q must not contain '{' or '}'", o.HashTag))
+	}
+	if o.ShardBy != "" && o.HashTag != "" {
+		// A fixed tag puts every key in one slot: nothing to shard.
+		errs = append(errs, accounting.FieldErrorf("shard_by", "cannot be combined with hash_tag"))
 	}
 	return errors.Join(errs...)
 }

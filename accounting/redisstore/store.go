@@ -20,6 +20,9 @@ type Store struct {
 	timeout time.Duration
 	// prefix goes in front of every key: "{HashTag}" or "".
 	prefix string
+	// shardBy is Options.ShardBy: when set, every key carries a hash tag
+	// of its own (see shard.go) and prefix is "".
+	shardBy string
 	// sentinelMaster is Options.SentinelMasterName, to name the server
 	// in eviction checks (a failover client does not know its address).
 	sentinelMaster string
@@ -54,13 +57,14 @@ func New(opts Options) (*Store, error) {
 		owned:          true,
 		timeout:        opts.timeout(),
 		prefix:         hashTagPrefix(opts.HashTag),
+		shardBy:        opts.ShardBy,
 		sentinelMaster: opts.SentinelMasterName,
 	}, nil
 }
 
 // NewFromClient returns a Store on a client the caller built (for a
-// *redis.ClusterClient, set Options.HashTag). Only opts.Timeout and
-// opts.HashTag are used. The caller keeps the client: [Store.Close] leaves
+// *redis.ClusterClient, set Options.HashTag or Options.ShardBy). Only
+// opts.Timeout, opts.HashTag and opts.ShardBy are used. The caller keeps the client: [Store.Close] leaves
 // it open. Configure it as [New] does for the same guarantees: MaxRetries
 // -1 (a Reserve retried after it ran would charge twice) and
 // ContextTimeoutEnabled (so that Timeout bounds the call).
@@ -71,7 +75,7 @@ func NewFromClient(client redis.UniversalClient, opts Options) (*Store, error) {
 	if err := opts.validateStore(); err != nil {
 		return nil, fmt.Errorf("redisstore: invalid options: %w", err)
 	}
-	return &Store{client: client, timeout: opts.timeout(), prefix: hashTagPrefix(opts.HashTag)}, nil
+	return &Store{client: client, timeout: opts.timeout(), prefix: hashTagPrefix(opts.HashTag), shardBy: opts.ShardBy}, nil
 }
 
 // hashTagPrefix is the prefix of every key for a valid hash tag.
@@ -96,8 +100,15 @@ func (s *Store) Close() error {
 func (s *Store) Client() redis.UniversalClient { return s.client }
 
 // RedisKey returns the Redis key under which the Store keeps the counter
-// with key counterKey: counterKey itself, behind the hash tag if any.
-func (s *Store) RedisKey(counterKey string) string { return s.prefix + counterKey }
+// with key counterKey: counterKey itself, behind Options.HashTag if set,
+// or behind the counter's own hash tag under Options.ShardBy (see
+// [Store.ShardTag]).
+func (s *Store) RedisKey(counterKey string) string {
+	if s.shardBy != "" {
+		return "{" + s.ShardTag(counterKey) + "}" + counterKey
+	}
+	return s.prefix + counterKey
+}
 
 // Ping implements [accounting.Store]: a PING within the Store's timeout.
 func (s *Store) Ping(ctx context.Context) error {

@@ -327,7 +327,8 @@ func StartSentinel(tb testing.TB, masterName, masterAddr string) *Server {
 	return Start(tb, func(s *Server) { s.sentinel = conf })
 }
 
-// Cluster is a Redis Cluster of servers started by [StartCluster].
+// Cluster is a Redis Cluster of servers started by [StartCluster] or
+// [StartReplicatedCluster].
 type Cluster struct {
 	Servers []*Server
 }
@@ -347,6 +348,22 @@ func (c *Cluster) Addrs() []string {
 // redis-server.
 func StartCluster(tb testing.TB, n int) *Cluster {
 	tb.Helper()
+	return startCluster(tb, n, 0)
+}
+
+// StartReplicatedCluster starts a Redis Cluster of masters masters (>= 3)
+// with one replica each, 2*masters servers on loopback (redis-cli
+// --cluster create --cluster-replicas 1 picks which server replicates
+// which; CLUSTER NODES tells), and returns once every node reports the
+// cluster ok and every replica is in sync with its master, so that a
+// test may fail a master over at once (CLUSTER FAILOVER on a replica).
+func StartReplicatedCluster(tb testing.TB, masters int) *Cluster {
+	tb.Helper()
+	return startCluster(tb, 2*masters, 1)
+}
+
+func startCluster(tb testing.TB, n, replicas int) *Cluster {
+	tb.Helper()
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
 		missing(tb, "redis-cli (apt-get install redis-tools)")
@@ -361,7 +378,7 @@ func StartCluster(tb testing.TB, n int) *Cluster {
 		)))
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
 		tb.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
 	}
@@ -369,7 +386,14 @@ func StartCluster(tb testing.TB, n int) *Cluster {
 	for _, s := range c.Servers {
 		for {
 			info, err := command(s.Addr(), "CLUSTER INFO")
-			if err == nil && strings.Contains(info, "cluster_state:ok") {
+			ok := err == nil && strings.Contains(info, "cluster_state:ok")
+			if ok && replicas > 0 {
+				// A replica must be in sync before it can take over;
+				// a master's section says role:master and no link.
+				repl, err := command(s.Addr(), "INFO replication")
+				ok = err == nil && (strings.Contains(repl, "role:master") || strings.Contains(repl, "master_link_status:up"))
+			}
+			if ok {
 				break
 			}
 			if time.Now().After(deadline) {

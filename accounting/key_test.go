@@ -1,0 +1,53 @@
+package accounting
+
+import (
+	"testing"
+	"time"
+)
+
+func TestKeyScopeValue(t *testing.T) {
+	attrs := func(kv ...string) Attributes {
+		var a Attributes
+		for i := 0; i < len(kv); i += 2 {
+			a = append(a, Attribute{Name: kv[i], Value: kv[i+1]})
+		}
+		return a
+	}
+	tokyo, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		t.Skip(err)
+	}
+	tests := []struct {
+		name  string
+		limit Limit
+		attrs Attributes
+		want  string
+		ok    bool
+	}{
+		{"scoped", Limit{Name: "daily", Scope: []string{"tenant"}}, attrs("tenant", "acme"), "acme", true},
+		{"second in the scope", Limit{Name: "d", Scope: []string{"user", "tenant"}}, attrs("user", "u", "tenant", "acme"), "acme", true},
+		{"not scoped by it", Limit{Name: "d", Scope: []string{"user"}}, attrs("user", "tenant"), "", false},
+		{"global", Limit{Name: "tenant"}, nil, "", false},
+		{"value that looks like fields", Limit{Name: "d", Scope: []string{"user", "tenant"}}, attrs("user", "6:tenant4:evil", "tenant", "acme"), "acme", true},
+		{"braces and colons", Limit{Name: "d", Scope: []string{"tenant"}}, attrs("tenant", "{a}:b"), "{a}:b", true},
+		{"empty value", Limit{Name: "d", Scope: []string{"tenant"}}, attrs("tenant", ""), "", true},
+		{"calendar day in a zone", Limit{Name: "d", Calendar: CalendarDay, Location: tokyo, Scope: []string{"tenant"}}, attrs("tenant", "acme"), "acme", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.limit.Window == 0 {
+				tt.limit.Window = time.Hour
+			}
+			key := CounterKey(&tt.limit, tt.attrs)
+			got, ok := KeyScopeValue(key, "tenant")
+			if got != tt.want || ok != tt.ok {
+				t.Errorf("KeyScopeValue(%q, tenant): got %q, %v; want %q, %v", key, got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+	for _, bad := range []string{"", "tw2:", "tw2:f1", "tw2:f1:x", "tw2:f1:1:d6:tenant", "other:f1:1:d6:tenant4:acme"} {
+		if v, ok := KeyScopeValue(bad, "tenant"); ok {
+			t.Errorf("KeyScopeValue(%q): got %q, true; want false", bad, v)
+		}
+	}
+}
