@@ -44,5 +44,8 @@ func (l *Limiter) Reconfigure(opts Options) (*Limiter, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("accounting: invalid options: %w", err)
 	}
+	if err := opts.validateRegional(); err != nil {
+		return nil, err
+	}
 	return newLimiter(opts, l.m, l.background), nil
 }

@@ -1,0 +1,631 @@
+package regions
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+)
+
+// Defaults of [Options].
+const (
+	// DefaultChunk is the share of a limit a region acquires at once.
+	DefaultChunk = 0.05
+	// DefaultLeaseTTL is how long a region spends on its lease after it
+	// last reached the ledger.
+	DefaultLeaseTTL = 30 * time.Second
+	// DefaultGrace is how much longer the ledger waits before it gives
+	// a silent region's lease to the others.
+	DefaultGrace = 10 * time.Second
+	// DefaultSyncInterval is how often a region reports its use.
+	DefaultSyncInterval = 5 * time.Second
+	// DefaultAcquireTimeout bounds a request's wait for more lease.
+	DefaultAcquireTimeout = 250 * time.Millisecond
+	// DefaultRetryAfter is how long after a failed ledger call requests
+	// stop asking the ledger themselves (the sync loop still does).
+	DefaultRetryAfter = time.Second
+)
+
+// MaxCounters bounds the counters a Region keeps leases on: one per
+// limit kept across regions (they take no scope), so a config holds far
+// fewer.
+const MaxCounters = 1024
+
+// unlimited is the limit the Region's own bookkeeping reserves under: it
+// charges counters that must take the charge (2^53, the last integer a
+// double holds exactly, which Redis's counters are).
+const unlimited = 1 << 53
+
+// noMark is the window of a cap not yet known.
+const noMark = math.MinInt64
+
+// Options configure a [Region]. Name, Store and Ledger are required; the
+// zero value of every other field is its default.
+type Options struct {
+	// Name names the region in the ledger: 1-64 letters, digits, '_',
+	// '.' or '-'. Every replica of one region has the same.
+	Name string
+	// Store is the region's own store, the one its Limiters reserve on.
+	Store accounting.Store
+	// Ledger is the global ledger every region shares.
+	Ledger *Ledger
+	// Chunk is the share of a limit the region acquires at once, in
+	// (0, 1]; zero means DefaultChunk. The region keeps up to two
+	// chunks unused and returns the rest.
+	Chunk float64
+	// LeaseTTL is how long the region spends on its lease after it last
+	// reached the ledger (by its own clock); zero means DefaultLeaseTTL.
+	// It must exceed SyncInterval, or a healthy region's lease lapses
+	// between syncs.
+	LeaseTTL time.Duration
+	// Grace is how much longer than LeaseTTL the ledger waits, on its
+	// own clock, before it gives a silent region's lease to the others:
+	// it must cover the difference between the two clocks' rates and a
+	// ledger call's time in flight. Zero means DefaultGrace.
+	Grace time.Duration
+	// SyncInterval is how often [Region.Run] reports use and renews the
+	// lease; zero means DefaultSyncInterval.
+	SyncInterval time.Duration
+	// AcquireTimeout bounds how long a request that did not fit waits for
+	// the region to acquire more; zero means DefaultAcquireTimeout.
+	AcquireTimeout time.Duration
+	// RetryAfter is how long after a failed ledger call requests do not
+	// call it again themselves; zero means DefaultRetryAfter.
+	RetryAfter time.Duration
+	// Now is the region's clock; nil means time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+	// Metrics, when set, counts what the region leases (see
+	// [NewMetrics]).
+	Metrics *Metrics
+}
+
+// Validate reports every problem of the options, joined, each an
+// [accounting.FieldError] named by its key under regions in
+// tokenwarden's config file.
+func (o *Options) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, accounting.FieldErrorf(field, format, args...))
+	}
+	if !validName(o.Name) {
+		bad("name", "%q must be 1-64 letters, digits, '_', '.' or '-'", o.Name)
+	}
+	if o.Store == nil {
+		errs = append(errs, errors.New("regions: no store"))
+	}
+	if o.Ledger == nil {
+		errs = append(errs, errors.New("regions: no ledger"))
+	}
+	if o.Chunk < 0 || o.Chunk > 1 || math.IsNaN(o.Chunk) {
+		bad("lease_chunk", "%v is outside (0, 1]", o.Chunk)
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"lease_ttl", o.LeaseTTL}, {"grace", o.Grace}, {"sync_interval", o.SyncInterval}, {"acquire_timeout", o.AcquireTimeout}, {"retry_after", o.RetryAfter}} {
+		if d.v < 0 {
+			bad(d.field, "must not be negative")
+		}
+	}
+	if cmpDefault(o.LeaseTTL, DefaultLeaseTTL) <= cmpDefault(o.SyncInterval, DefaultSyncInterval) {
+		bad("lease_ttl", "%s must exceed sync_interval (%s)", cmpDefault(o.LeaseTTL, DefaultLeaseTTL), cmpDefault(o.SyncInterval, DefaultSyncInterval))
+	}
+	return errors.Join(errs...)
+}
+
+func cmpDefault(v, def time.Duration) time.Duration {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+func validName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// Region is one region's share of the limits kept across regions, as one
+// replica sees it: it implements [accounting.Regional] for the replica's
+// Limiter. All the region's state is in its store, so every replica of
+// the region agrees on what the region holds; a replica keeps only a
+// copy of the caps, and when it last reached the ledger.
+type Region struct {
+	name   string
+	store  accounting.Store
+	ledger *Ledger
+	chunk  float64
+	ttl    time.Duration
+	lapse  time.Duration
+	every  time.Duration
+	wait   time.Duration
+	retry  time.Duration
+	now    func() time.Time
+	log    *slog.Logger
+	m      *Metrics
+
+	idPrefix string
+	idSeq    atomic.Uint64
+
+	mu       sync.Mutex
+	counters map[string]*leased
+}
+
+var _ accounting.Regional = (*Region)(nil)
+
+// leased is a counter the region holds a lease on.
+type leased struct {
+	// mu serialises what changes the region's holding of the counter:
+	// acquiring, reporting, returning.
+	mu sync.Mutex
+	c  accounting.Counter // guarded by mu; its Limit is the global limit
+	// view is the cap requests reserve under.
+	view atomic.Pointer[capView]
+	// failed is when a ledger call last failed (UnixNano), 0 if never.
+	failed atomic.Int64
+}
+
+// capView is a replica's copy of a region's cap.
+type capView struct {
+	cap, mark int64
+	// until is when the lease lapses unless renewed, by the region's
+	// clock: the start of the last ledger call that answered, plus the
+	// lease TTL.
+	until time.Time
+}
+
+// New returns a Region. Call [Region.Run] to keep its leases.
+func New(opts Options) (*Region, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("regions: invalid options: %w", err)
+	}
+	r := &Region{
+		name:     opts.Name,
+		store:    opts.Store,
+		ledger:   opts.Ledger,
+		chunk:    opts.Chunk,
+		ttl:      cmpDefault(opts.LeaseTTL, DefaultLeaseTTL),
+		every:    cmpDefault(opts.SyncInterval, DefaultSyncInterval),
+		wait:     cmpDefault(opts.AcquireTimeout, DefaultAcquireTimeout),
+		retry:    cmpDefault(opts.RetryAfter, DefaultRetryAfter),
+		now:      opts.Now,
+		log:      opts.Logger,
+		m:        opts.Metrics,
+		counters: make(map[string]*leased),
+	}
+	r.lapse = r.ttl + cmpDefault(opts.Grace, DefaultGrace)
+	if r.chunk == 0 {
+		r.chunk = DefaultChunk
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	r.idPrefix = "rg-" + r.name + "-" + hex.EncodeToString(b[:]) + "-"
+	return r, nil
+}
+
+// Name returns the region's name.
+func (r *Region) Name() string { return r.name }
+
+// Cap implements [accounting.Regional]: the region's cap on c as this
+// replica last saw it, or 0 when its lease has lapsed (a region out of
+// touch with the ledger stops spending before the ledger gives its lease
+// away).
+func (r *Region) Cap(c *accounting.Counter) (capacity, mark int64) {
+	lc := r.counter(c)
+	if lc == nil {
+		return 0, noMark
+	}
+	v := lc.view.Load()
+	if v == nil {
+		return 0, noMark
+	}
+	if !r.now().Before(v.until) {
+		return 0, v.mark
+	}
+	return v.cap, v.mark
+}
+
+// counter returns the region's state of c, made on first use; nil past
+// MaxCounters.
+func (r *Region) counter(c *accounting.Counter) *leased {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	lc, ok := r.counters[c.Key]
+	if !ok {
+		if len(r.counters) >= MaxCounters {
+			return nil
+		}
+		lc = &leased{c: *c}
+		r.counters[c.Key] = lc
+	}
+	return lc
+}
+
+// Grow implements [accounting.Regional]: when the region has less than
+// amount left of its cap on c, it acquires the larger of a chunk and what
+// is missing, within Options.AcquireTimeout. It asks the ledger only if
+// no ledger call failed in the last Options.RetryAfter, so that requests
+// do not each wait on a ledger that is down.
+func (r *Region) Grow(ctx context.Context, c *accounting.Counter, amount int64) bool {
+	lc := r.counter(c)
+	if lc == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.wait)
+	defer cancel()
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	lc.c = *c // the latest config's limit
+	now := r.now()
+	s, err := r.snapshot(ctx, &lc.c)
+	if err != nil {
+		return false
+	}
+	if v := lc.view.Load(); v != nil && v.mark == s.mark && now.Before(v.until) {
+		// Another replica may have acquired meanwhile.
+		lc.view.Store(&capView{cap: max(v.cap, s.granted), mark: s.mark, until: v.until})
+		if s.granted-s.used >= amount {
+			return true
+		}
+	}
+	if f := lc.failed.Load(); f != 0 && now.Sub(time.Unix(0, f)) < r.retry {
+		return false
+	}
+	left, err := r.acquire(ctx, lc, s, max(r.chunkOf(&lc.c), amount-(s.granted-s.used)), now)
+	return err == nil && left >= amount
+}
+
+// chunkOf is the amount the region acquires at once on c.
+func (r *Region) chunkOf(c *accounting.Counter) int64 {
+	return max(1, int64(float64(c.Limit)*r.chunk))
+}
+
+// acquire asks the ledger for want more of c in the window of s, and
+// applies the answer; it returns what the region has left of its cap.
+func (r *Region) acquire(ctx context.Context, lc *leased, s snapshot, want int64, sent time.Time) (int64, error) {
+	got, h, err := r.ledger.Acquire(ctx, r.name, r.window(&lc.c, s.mark), want)
+	if err != nil {
+		r.ledgerFailed(lc, "acquire", sent, err)
+		return 0, err
+	}
+	r.m.grantedAdd(lc.c.Key, got)
+	r.m.reclaimed(h.Reclaimed)
+	return r.apply(ctx, lc, &s, h, sent)
+}
+
+// ledgerFailed records a failed ledger call.
+func (r *Region) ledgerFailed(lc *leased, op string, at time.Time, err error) {
+	lc.failed.Store(at.UnixNano())
+	r.m.ledgerError(op)
+	r.log.Warn("ledger call failed; the region spends only what it holds until its lease lapses",
+		"region", r.name, "op", op, "counter", lc.c.Key, "err", err)
+}
+
+// apply brings the region's store in line with holding h in the window
+// of s (granted raised to h.Granted, returned to h.Released) and renews
+// the replica's lease from sent, the start of the call that answered h.
+// It returns what the region has left of its cap.
+func (r *Region) apply(ctx context.Context, lc *leased, s *snapshot, h Holding, sent time.Time) (int64, error) {
+	if err := r.raise(ctx, &lc.c, s.mark, grantsKey, h.Granted, nil); err != nil {
+		return 0, err
+	}
+	burn := h.Released - s.returned
+	if burn > 0 {
+		// The ledger reclaimed what the region did not report while out
+		// of touch: make it unspendable here too.
+		if err := r.raise(ctx, &lc.c, s.mark, returnsKey, h.Released, &lc.c); err != nil {
+			return 0, err
+		}
+		r.log.Warn("the ledger reclaimed part of the region's lease while it was out of touch",
+			"region", r.name, "counter", lc.c.Key, "amount", burn)
+		s.used += burn
+		s.returned += burn
+	}
+	s.granted = max(s.granted, h.Granted)
+	lc.view.Store(&capView{cap: h.Granted, mark: s.mark, until: sent.Add(r.ttl)})
+	return h.Granted - s.used, nil
+}
+
+// window is c's window mark in the ledger.
+func (r *Region) window(c *accounting.Counter, mark int64) Window {
+	var length time.Duration
+	switch c.Calendar {
+	case accounting.CalendarMonth:
+		length = 31 * 24 * time.Hour
+	case accounting.CalendarDay:
+		length = 25 * time.Hour
+	default:
+		length = c.Window
+	}
+	return Window{Key: c.Key, Mark: mark, Limit: c.Limit, Lapse: r.lapse, Expire: length + r.lapse + time.Hour}
+}
+
+// Sync reports the region's use of every counter it leases to the
+// ledger, which renews its leases; applies what the ledger reclaimed;
+// acquires a chunk for a counter with less than half a chunk left, and
+// returns what exceeds two chunks unused. [Region.Run] calls it every
+// SyncInterval; the first error is returned, the other counters synced
+// regardless.
+func (r *Region) Sync(ctx context.Context) error {
+	var first error
+	for _, lc := range r.all() {
+		if err := r.syncOne(ctx, lc); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (r *Region) all() []*leased {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*leased, 0, len(r.counters))
+	for _, lc := range r.counters {
+		out = append(out, lc)
+	}
+	return out
+}
+
+func (r *Region) syncOne(ctx context.Context, lc *leased) error {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	sent := r.now()
+	s, err := r.snapshot(ctx, &lc.c)
+	if err != nil {
+		return err
+	}
+	chunk := r.chunkOf(&lc.c)
+	left := s.granted - s.used
+	if left > 3*chunk {
+		if s, err = r.giveBack(ctx, lc, s, left-2*chunk); err != nil {
+			return err
+		}
+	}
+	h, err := r.ledger.Report(ctx, r.name, r.window(&lc.c, s.mark), s.used-s.returned, s.returned)
+	if err != nil {
+		r.ledgerFailed(lc, "report", sent, err)
+		return err
+	}
+	r.m.reclaimed(h.Reclaimed)
+	if left, err = r.apply(ctx, lc, &s, h, sent); err != nil {
+		return err
+	}
+	if left < chunk/2+1 {
+		if _, err := r.acquire(ctx, lc, s, chunk, sent); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// giveBack makes amount of the region's unused cap on lc unspendable in
+// its store (charged to the counter, and counted as returned), before
+// the report that tells the ledger: the ledger can then give it to
+// another region without the region ever spending it too. A crash
+// between the two loses amount for the window, until the next report of
+// any replica tells the ledger; it never overspends. It returns the
+// snapshot after.
+func (r *Region) giveBack(ctx context.Context, lc *leased, s snapshot, amount int64) (snapshot, error) {
+	ok, err := r.charge(ctx, s.mark, []accounting.ReserveItem{
+		{Counter: withLimit(lc.c, s.granted), Amount: amount},
+		{Counter: bookkeeping(lc.c, returnsKey, unlimited), Amount: amount},
+	})
+	if err != nil || !ok {
+		// Spent meanwhile: nothing to give back now.
+		return s, err
+	}
+	r.m.returnedAdd(lc.c.Key, amount)
+	s.used += amount
+	s.returned += amount
+	return s, nil
+}
+
+// Close gives back everything this region holds unused and tells the
+// ledger, so that the other regions can have it at once rather than
+// after the lease lapses. The region's other replicas, if any, acquire
+// again what they need.
+func (r *Region) Close(ctx context.Context) error {
+	var first error
+	for _, lc := range r.all() {
+		lc.mu.Lock()
+		err := r.closeOne(ctx, lc)
+		lc.mu.Unlock()
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (r *Region) closeOne(ctx context.Context, lc *leased) error {
+	sent := r.now()
+	s, err := r.snapshot(ctx, &lc.c)
+	if err != nil {
+		return err
+	}
+	if left := s.granted - s.used; left > 0 {
+		if s, err = r.giveBack(ctx, lc, s, left); err != nil {
+			return err
+		}
+	}
+	h, err := r.ledger.Report(ctx, r.name, r.window(&lc.c, s.mark), s.used-s.returned, s.returned)
+	if err != nil {
+		r.ledgerFailed(lc, "report", sent, err)
+		return err
+	}
+	_, err = r.apply(ctx, lc, &s, h, sent)
+	return err
+}
+
+// Run syncs every SyncInterval until ctx ends.
+func (r *Region) Run(ctx context.Context) {
+	t := time.NewTicker(r.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := r.Sync(ctx); err != nil {
+				r.log.Warn("region sync failed", "region", r.name, "err", err)
+			}
+		}
+	}
+}
+
+// The region's own counters of a leased counter, in its store, in the
+// same windows: what the ledger granted it, and what it made unspendable
+// (returned, or reclaimed by the ledger). The counter itself holds what
+// the region spent plus what it made unspendable. Their keys extend the
+// counter's, which no [accounting.CounterKey] does (a key's last field
+// is "length:value").
+const (
+	grantsKey  = "|granted"
+	returnsKey = "|returned"
+)
+
+// snapshot is the region's holding of a counter, read from its store.
+type snapshot struct {
+	used, granted, returned int64
+	mark                    int64
+}
+
+func withLimit(c accounting.Counter, limit int64) accounting.Counter {
+	c.Limit = limit
+	return c
+}
+
+func bookkeeping(c accounting.Counter, suffix string, limit int64) accounting.Counter {
+	c.Key += suffix
+	c.Limit = limit
+	return c
+}
+
+// snapshot reads the region's holding of c in the store's current window,
+// by a reservation of nothing on its three counters.
+func (r *Region) snapshot(ctx context.Context, c *accounting.Counter) (snapshot, error) {
+	items := []accounting.ReserveItem{
+		{Counter: withLimit(*c, unlimited)},
+		{Counter: bookkeeping(*c, grantsKey, unlimited)},
+		{Counter: bookkeeping(*c, returnsKey, unlimited)},
+	}
+	id := r.nextID()
+	res, err := r.store.Reserve(ctx, accounting.ReserveRequest{ID: id, Items: items})
+	if err != nil {
+		return snapshot{}, err
+	}
+	if !res.Admitted || len(res.States) != 3 {
+		return snapshot{}, fmt.Errorf("regions: the store refused a reservation of nothing on %s", c.Key)
+	}
+	r.drop(ctx, id, items, res.States)
+	st := res.States
+	return snapshot{
+		used:     unlimited - st[0].Remaining,
+		granted:  unlimited - st[1].Remaining,
+		returned: unlimited - st[2].Remaining,
+		mark:     st[0].Mark,
+	}, nil
+}
+
+// raise brings the region's bookkeeping counter suffix of c up to target
+// in window mark, charging also (when not nil) the counter also by as
+// much. Each try charges what the last snapshot lacked, under target as
+// the limit, so that two replicas raising at once never take it past
+// target.
+func (r *Region) raise(ctx context.Context, c *accounting.Counter, mark int64, suffix string, target int64, also *accounting.Counter) error {
+	for range 8 {
+		s, err := r.snapshot(ctx, c)
+		if err != nil {
+			return err
+		}
+		if s.mark != mark {
+			return errWindowMoved
+		}
+		have := s.granted
+		if suffix == returnsKey {
+			have = s.returned
+		}
+		if have >= target {
+			return nil
+		}
+		items := []accounting.ReserveItem{{Counter: bookkeeping(*c, suffix, target), Amount: target - have}}
+		if also != nil {
+			items = append(items, accounting.ReserveItem{Counter: withLimit(*also, unlimited), Amount: target - have})
+		}
+		ok, err := r.charge(ctx, mark, items)
+		if err != nil || ok {
+			return err
+		}
+	}
+	return fmt.Errorf("regions: could not bring %s%s to %d", c.Key, suffix, target)
+}
+
+// errWindowMoved reports that the store moved to the next window during
+// an operation on the last one: the operation is moot.
+var errWindowMoved = errors.New("regions: the store's window moved")
+
+// charge reserves items in window mark and keeps the charge (dropping the
+// reservation's record); it reports false if they did not fit. A charge
+// the store made in another window is released.
+func (r *Region) charge(ctx context.Context, mark int64, items []accounting.ReserveItem) (bool, error) {
+	id := r.nextID()
+	req := accounting.ReserveRequest{ID: id, Items: items}
+	res, err := r.store.Reserve(ctx, req)
+	if err != nil {
+		if !errors.Is(err, accounting.ErrNotApplied) {
+			// It may have landed: undo it, or keep it from landing.
+			_, _ = r.store.Release(context.WithoutCancel(ctx), req)
+		}
+		return false, err
+	}
+	if !res.Admitted {
+		return false, nil
+	}
+	for _, st := range res.States {
+		if st.Mark != mark {
+			_, err := r.store.Release(context.WithoutCancel(ctx), req)
+			return false, errors.Join(errWindowMoved, err)
+		}
+	}
+	r.drop(ctx, id, items, res.States)
+	return true, nil
+}
+
+// drop deletes a reservation's record, keeping its charges.
+func (r *Region) drop(ctx context.Context, id string, items []accounting.ReserveItem, states []accounting.CounterState) {
+	settle := accounting.SettleRequest{ID: id, Items: make([]accounting.SettleItem, len(items))}
+	for i, it := range items {
+		settle.Items[i] = accounting.SettleItem{Counter: it.Counter, Reserved: it.Amount, Actual: it.Amount, Mark: states[i].Mark}
+	}
+	// A record left behind costs memory until accounting.RecordTTL, and
+	// nothing else.
+	_ = r.store.Settle(context.WithoutCancel(ctx), settle)
+}
+
+func (r *Region) nextID() string {
+	return r.idPrefix + strconv.FormatUint(r.idSeq.Add(1), 36)
+}
