@@ -14,8 +14,8 @@
 -- ARGV[4] the key's expiry (s), ARGV[5] the time (µs), or "" for the
 -- ledger's own (TIME); the rest are the call's.
 
--- str spells a number for HSET: Redis converts a Lua number with %.14g,
--- which would round a time in µs.
+-- str spells a number for HSET as an integer, whatever number format the
+-- Lua that Redis embeds was built with (%.14g would round a time in µs).
 local function str(n)
   return string.format('%.0f', n)
 end

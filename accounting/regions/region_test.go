@@ -1,0 +1,132 @@
+package regions
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/accounting/memstore"
+	"github.com/tokenwarden/tokenwarden/internal/redistest"
+)
+
+// testRegion is one region of a small test: a Limiter on its own store,
+// leasing from a shared ledger on clock.
+type testRegion struct {
+	region *Region
+	lim    *accounting.Limiter
+}
+
+func newTestRegion(t *testing.T, rdb *redis.Client, clock *simClock, name string, global accounting.Limit) testRegion {
+	t.Helper()
+	store := memstore.New(memstore.Options{Now: clock.Now})
+	region, err := New(Options{
+		Name: name, Store: store, Ledger: NewLedger(rdb, LedgerOptions{Now: clock.Now}),
+		Chunk: 0.1, AcquireTimeout: 5 * time.Second, Now: clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := accounting.New(accounting.Options{Store: store, Limits: []accounting.Limit{global}, Regional: region})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lim.Close(context.Background()) })
+	return testRegion{region: region, lim: lim}
+}
+
+// reserve asks for n tokens and reports whether they were admitted,
+// settling them at once as used.
+func (r testRegion) reserve(t *testing.T, n int64) bool {
+	t.Helper()
+	res, err := r.lim.Reserve(context.Background(), accounting.Request{
+		Attributes: accounting.Attributes{{Name: "model", Value: "m"}},
+		Model:      "m",
+		Estimate:   accounting.Estimate{InputTokens: n},
+	})
+	if err != nil {
+		t.Fatalf("Reserve: %v", err)
+	}
+	if res.Admitted {
+		if _, err := res.Settle(context.Background(), accounting.Usage{InputTokens: n}); err != nil {
+			t.Fatalf("Settle: %v", err)
+		}
+	}
+	return res.Admitted
+}
+
+func globalLimit(limit int64) accounting.Limit {
+	return accounting.Limit{
+		Name: "company", Dimension: accounting.Tokens, Algorithm: accounting.FixedWindow,
+		Calendar: accounting.CalendarMonth, Limit: limit, AcrossRegions: true,
+	}
+}
+
+func startLedger(t *testing.T) *redis.Client {
+	t.Helper()
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// A region that gives budget back cannot spend it after the ledger gave
+// it to another region: what both can spend is the limit.
+func TestRegionGivesBackWithoutSpendingTwice(t *testing.T) {
+	rdb := startLedger(t)
+	clock := &simClock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
+	global := globalLimit(1000)
+	eu := newTestRegion(t, rdb, clock, "eu", global)
+	us := newTestRegion(t, rdb, clock, "us", global)
+
+	if !eu.reserve(t, 30) {
+		t.Fatal("eu: 30 of 1000 refused, want admitted")
+	}
+	// eu acquired a chunk (100); it gives back the 70 it did not spend.
+	if err := eu.region.Close(context.Background()); err != nil {
+		t.Fatalf("eu: Close: %v", err)
+	}
+	admitted := int64(30)
+	for us.reserve(t, 10) {
+		admitted += 10
+	}
+	for eu.reserve(t, 1) {
+		admitted++
+	}
+	if admitted != 1000 {
+		t.Errorf("eu and us admitted %d in all, want the limit, 1000", admitted)
+	}
+}
+
+// A cap acquired in one window never admits in the next: the month
+// turns between two requests, and the second is admitted under the new
+// month's lease, recorded in the new month's ledger.
+func TestRegionWindowTurns(t *testing.T) {
+	rdb := startLedger(t)
+	clock := &simClock{t: time.Date(2026, 3, 31, 23, 59, 59, 0, time.UTC)}
+	global := globalLimit(1000)
+	eu := newTestRegion(t, rdb, clock, "eu", global)
+	if !eu.reserve(t, 100) {
+		t.Fatal("March: 100 of 1000 refused, want admitted")
+	}
+	clock.Advance(2 * time.Second)
+	if !eu.reserve(t, 100) {
+		t.Fatal("April: 100 of 1000 refused, want admitted")
+	}
+	// The first try charged April under March's cap; its release runs in
+	// the background, and Close lands it.
+	if err := eu.lim.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	counter := global.Counter(accounting.Attributes{{Name: "model", Value: "m"}})
+	s, err := eu.region.snapshot(context.Background(), &counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	april := ledgerState(t, rdb, eu.region.window(&counter, s.mark))["eu"]
+	if s.used != 100 || april[0] < s.used || s.granted != april[0] {
+		t.Errorf("April: used %d under a grant of %d, the ledger granted %d; want 100 used within the ledger's grant, which the store records", s.used, s.granted, april[0])
+	}
+}
