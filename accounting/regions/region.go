@@ -91,7 +91,9 @@ type Options struct {
 
 // Validate reports every problem of the options, joined, each an
 // [accounting.FieldError] named by its key under regions in
-// tokenwarden's config file.
+// tokenwarden's config file. It does not look at Store, Ledger, Now,
+// Logger or Metrics, so that a loader can check a file before it
+// connects to anything; [New] calls it.
 func (o *Options) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
@@ -99,12 +101,6 @@ func (o *Options) Validate() error {
 	}
 	if !validName(o.Name) {
 		bad("name", "%q must be 1-64 letters, digits, '_', '.' or '-'", o.Name)
-	}
-	if o.Store == nil {
-		errs = append(errs, errors.New("regions: no store"))
-	}
-	if o.Ledger == nil {
-		errs = append(errs, errors.New("regions: no ledger"))
 	}
 	if o.Chunk < 0 || o.Chunk > 1 || math.IsNaN(o.Chunk) {
 		bad("lease_chunk", "%v is outside (0, 1]", o.Chunk)
@@ -194,6 +190,9 @@ type capView struct {
 
 // New returns a Region. Call [Region.Run] to keep its leases.
 func New(opts Options) (*Region, error) {
+	if opts.Store == nil || opts.Ledger == nil {
+		return nil, errors.New("regions: a region needs a store and a ledger")
+	}
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("regions: invalid options: %w", err)
 	}
