@@ -362,6 +362,10 @@ func (l *Limiter) reserve(ctx context.Context, req Request) (*Reservation, error
 	if errors.Is(err, errLeaseGrown) {
 		// Once: the region's cap grew, or moved to the store's window.
 		r, err = l.reserveOnce(ctx, req, false)
+		if errors.Is(err, errLeaseGrown) {
+			// The window turned again between the two (released).
+			err = fmt.Errorf("%w: the window turned while a limit kept across regions was reserved", ErrStoreUnavailable)
+		}
 	}
 	return r, err
 }
@@ -440,8 +444,11 @@ func (l *Limiter) reserveOnce(ctx context.Context, req Request, grow bool) (*Res
 	if len(res.States) != len(items) {
 		return nil, fmt.Errorf("%w: store answered %d states for %d items", ErrStoreUnavailable, len(res.States), len(items))
 	}
-	if caps != nil && grow && l.leaseShort(ctx, ReserveRequest{ID: r.ID, Items: items}, res, caps) {
-		return nil, errLeaseGrown
+	if caps != nil {
+		if l.leaseShort(ctx, ReserveRequest{ID: r.ID, Items: items}, res, caps, grow) {
+			return nil, errLeaseGrown
+		}
+		leaseStates(items, res.States, caps)
 	}
 	r.Admitted = res.Admitted
 	for i := range r.items {

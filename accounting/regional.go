@@ -65,24 +65,50 @@ func (l *Limiter) leaseCaps(items []ReserveItem, reserved []reservedItem) []leas
 	return caps
 }
 
+// leaseStates corrects the states of the items reserved under region
+// caps: a request larger than the region's cap may well fit the global
+// limit, so whether it can never fit is the global limit's to say.
+func leaseStates(items []ReserveItem, states []CounterState, caps []leaseCap) {
+	for i := range states {
+		if caps[i].across && !states[i].Fits {
+			states[i].NeverFits = items[i].Amount > caps[i].limit
+		}
+	}
+}
+
 // leaseShort reports whether a reservation under region caps should be
-// tried again, after asking the region to grow: it was refused by a cap
-// alone, or it was admitted under a cap of another window than the one
-// the store charged (the reservation is then released: it must not
-// stand on an old window's cap).
-func (l *Limiter) leaseShort(ctx context.Context, req ReserveRequest, res ReserveResult, caps []leaseCap) bool {
+// tried again: it was refused by a cap alone and the region grew (only
+// when grow), or it was admitted under a cap of another window than the
+// one the store charged. Such an admission is released whatever grow
+// says: it must not stand on an old window's cap.
+func (l *Limiter) leaseShort(ctx context.Context, req ReserveRequest, res ReserveResult, caps []leaseCap, grow bool) bool {
 	if res.Admitted {
-		stale := false
+		stale := -1
 		for i, st := range res.States {
 			if caps[i].across && st.Mark != caps[i].mark {
-				stale = true
-				l.regional.Grow(ctx, caps[i].global(&req.Items[i]), req.Items[i].Amount)
+				stale = i
 			}
 		}
-		if stale {
+		if stale < 0 {
+			return false
+		}
+		// Released at once (it happens once a window), so that the
+		// retry does not find its own charge in the way; in the
+		// background if the store fails, like any release.
+		if _, err := l.store.Release(context.WithoutCancel(ctx), req); err != nil {
 			l.releaseLater(req)
 		}
-		return stale
+		if grow {
+			for i, st := range res.States {
+				if caps[i].across && st.Mark != caps[i].mark {
+					l.regional.Grow(ctx, caps[i].global(&req.Items[i]), req.Items[i].Amount)
+				}
+			}
+		}
+		return true
+	}
+	if !grow {
+		return false
 	}
 	short := -1
 	for i, st := range res.States {

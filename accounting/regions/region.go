@@ -169,14 +169,35 @@ var _ accounting.Regional = (*Region)(nil)
 
 // leased is a counter the region holds a lease on.
 type leased struct {
-	// mu serialises what changes the region's holding of the counter:
-	// acquiring, reporting, returning.
-	mu sync.Mutex
-	c  accounting.Counter // guarded by mu; its Limit is the global limit
+	// turn, held by one at a time, serialises what changes the region's
+	// holding of the counter (acquiring, reporting, returning); a
+	// request waits for it no longer than its own bound.
+	turn chan struct{}
+	c    accounting.Counter // guarded by turn; its Limit is the global limit
 	// view is the cap requests reserve under.
 	view atomic.Pointer[capView]
-	// failed is when a ledger call last failed (UnixNano), 0 if never.
-	failed atomic.Int64
+	// failed is when a ledger call last failed, and dry when the ledger
+	// last had less free than a request asked (UnixNano; 0 if never):
+	// for Options.RetryAfter, requests do not ask it again.
+	failed, dry atomic.Int64
+}
+
+// take waits for lc's turn until ctx ends, and reports whether it got it.
+func (lc *leased) take(ctx context.Context) bool {
+	select {
+	case lc.turn <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (lc *leased) done() { <-lc.turn }
+
+// recently reports whether t (UnixNano, 0 for never) is within d before
+// now.
+func recently(t int64, now time.Time, d time.Duration) bool {
+	return t != 0 && now.Sub(time.Unix(0, t)) < d
 }
 
 // capView is a replica's copy of a region's cap.
@@ -258,7 +279,7 @@ func (r *Region) counter(c *accounting.Counter) *leased {
 		if len(r.counters) >= MaxCounters {
 			return nil
 		}
-		lc = &leased{c: *c}
+		lc = &leased{c: *c, turn: make(chan struct{}, 1)}
 		r.counters[c.Key] = lc
 	}
 	return lc
@@ -266,36 +287,52 @@ func (r *Region) counter(c *accounting.Counter) *leased {
 
 // Grow implements [accounting.Regional]: when the region has less than
 // amount left of its cap on c, it acquires the larger of a chunk and what
-// is missing, within Options.AcquireTimeout. It asks the ledger only if
-// no ledger call failed in the last Options.RetryAfter, so that requests
-// do not each wait on a ledger that is down.
+// is missing, within Options.AcquireTimeout. For Options.RetryAfter after
+// a ledger call failed, or the ledger had too little free, requests do
+// not ask it again (the sync loop still does): a ledger that is down or
+// a budget that is spent must not cost every request a round trip to
+// another region.
 func (r *Region) Grow(ctx context.Context, c *accounting.Counter, amount int64) bool {
 	lc := r.counter(c)
 	if lc == nil {
 		return false
 	}
+	now := r.now()
+	if recently(lc.failed.Load(), now, r.retry) || recently(lc.dry.Load(), now, r.retry) {
+		return false
+	}
 	ctx, cancel := context.WithTimeout(ctx, r.wait)
 	defer cancel()
-	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	if !lc.take(ctx) {
+		return false
+	}
+	defer lc.done()
 	lc.c = *c // the latest config's limit
-	now := r.now()
+	now = r.now()
 	s, err := r.snapshot(ctx, &lc.c)
 	if err != nil {
 		return false
 	}
 	if v := lc.view.Load(); v != nil && v.mark == s.mark && now.Before(v.until) {
-		// Another replica may have acquired meanwhile.
+		// Another replica, or the request before this one, may have
+		// acquired meanwhile.
 		lc.view.Store(&capView{cap: max(v.cap, s.granted), mark: s.mark, until: v.until})
 		if s.granted-s.used >= amount {
 			return true
 		}
 	}
-	if f := lc.failed.Load(); f != 0 && now.Sub(time.Unix(0, f)) < r.retry {
+	if recently(lc.failed.Load(), now, r.retry) || recently(lc.dry.Load(), now, r.retry) {
 		return false
 	}
 	left, err := r.acquire(ctx, lc, s, max(r.chunkOf(&lc.c), amount-(s.granted-s.used)), now)
-	return err == nil && left >= amount
+	if err != nil {
+		return false
+	}
+	if left < amount {
+		lc.dry.Store(now.UnixNano())
+		return false
+	}
+	return true
 }
 
 // chunkOf is the amount the region acquires at once on c.
@@ -345,6 +382,7 @@ func (r *Region) apply(ctx context.Context, lc *leased, s *snapshot, h Holding, 
 		s.returned += burn
 	}
 	s.granted = max(s.granted, h.Granted)
+	lc.failed.Store(0)
 	lc.view.Store(&capView{cap: h.Granted, mark: s.mark, until: sent.Add(r.ttl)})
 	return h.Granted - s.used, nil
 }
@@ -390,8 +428,10 @@ func (r *Region) all() []*leased {
 }
 
 func (r *Region) syncOne(ctx context.Context, lc *leased) error {
-	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	if !lc.take(ctx) {
+		return ctx.Err()
+	}
+	defer lc.done()
 	sent := r.now()
 	s, err := r.snapshot(ctx, &lc.c)
 	if err != nil {
@@ -450,9 +490,11 @@ func (r *Region) giveBack(ctx context.Context, lc *leased, s snapshot, amount in
 func (r *Region) Close(ctx context.Context) error {
 	var first error
 	for _, lc := range r.all() {
-		lc.mu.Lock()
-		err := r.closeOne(ctx, lc)
-		lc.mu.Unlock()
+		err := ctx.Err()
+		if lc.take(ctx) {
+			err = r.closeOne(ctx, lc)
+			lc.done()
+		}
 		if err != nil && first == nil {
 			first = err
 		}
