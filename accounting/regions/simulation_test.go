@@ -27,7 +27,8 @@ import (
 // runs them). Every clock is the simulation's, so leases lapse when the
 // test says and no assertion depends on how fast the machine is; the
 // ledger calls pass through a link that adds real latency (0-2ms, which
-// shuffles the regions' calls against each other) and can be cut.
+// shuffles the regions' calls against each other) and can be cut: calls
+// then hang until their bound, or fail at once.
 
 // simClock is the simulation's time, shared by stores, ledger and
 // regions.
@@ -51,9 +52,11 @@ func (c *simClock) Advance(d time.Duration) {
 // link is a region's network path to the ledger: a go-redis hook that
 // delays every command and fails it while the region is partitioned.
 type link struct {
-	partitioned atomic.Bool
-	calls       atomic.Int64
-	maxDelay    time.Duration
+	// partitioned fails every call at once; hang holds it until the
+	// caller's bound ends, as a partition that drops packets does.
+	partitioned, hang atomic.Bool
+	calls             atomic.Int64
+	maxDelay          time.Duration
 }
 
 var errPartitioned = errors.New("simulated partition: the ledger is unreachable")
@@ -70,6 +73,11 @@ func (l *link) DialHook(next redis.DialHook) redis.DialHook {
 func (l *link) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		l.calls.Add(1)
+		if l.hang.Load() {
+			<-ctx.Done()
+			cmd.SetErr(ctx.Err())
+			return ctx.Err()
+		}
 		if l.partitioned.Load() {
 			cmd.SetErr(errPartitioned)
 			return errPartitioned
@@ -180,7 +188,7 @@ func drain(t *testing.T, clock *simClock, amount int64, regions ...*simRegion) i
 
 func syncAll(t *testing.T, regions ...*simRegion) {
 	for _, s := range regions {
-		if err := s.region.Sync(context.Background()); err != nil && !s.link.partitioned.Load() {
+		if err := s.region.Sync(context.Background()); err != nil && !s.link.partitioned.Load() && !s.link.hang.Load() {
 			t.Errorf("%s: Sync: %v", s.name, err)
 		}
 	}
@@ -246,7 +254,9 @@ func TestSimulation(t *testing.T) {
 		t.Cleanup(func() { _ = rdb.Close() })
 		store := memstore.New(memstore.Options{Now: clock.Now})
 		region, err := New(Options{
-			Name: name, Store: store, Ledger: NewLedger(rdb, LedgerOptions{Now: clock.Now}),
+			// The ledger's bound is short only so that calls into a
+			// hanging partition end soon; the regions' calls are local.
+			Name: name, Store: store, Ledger: NewLedger(rdb, LedgerOptions{Now: clock.Now, Timeout: 50 * time.Millisecond}),
 			Chunk: 0.02, LeaseTTL: ttl, Grace: grace, SyncInterval: 5 * time.Second,
 			AcquireTimeout: 5 * time.Second, RetryAfter: time.Second,
 			Now: clock.Now, Metrics: metrics,
@@ -288,10 +298,15 @@ func TestSimulation(t *testing.T) {
 	// ap is cut off from the ledger: it spends what it holds, never
 	// more, and nothing once its lease lapses, 30s after it last
 	// reached the ledger at the latest.
-	ap.link.partitioned.Store(true)
+	// Its calls hang for the first 30s, then fail at once.
+	ap.link.hang.Store(true)
 	cut := clock.Now()
 	before := snap(ap)
-	for range 60 {
+	for i := range 60 {
+		if i == 30 {
+			ap.link.hang.Store(false)
+			ap.link.partitioned.Store(true)
+		}
 		step(all...)
 	}
 	after := snap(ap)
@@ -304,8 +319,10 @@ func TestSimulation(t *testing.T) {
 	if !ap.admittedAt.Before(cut.Add(ttl)) {
 		t.Errorf("partitioned ap admitted a request at %s, want none from %s (its lease TTL after the cut)", ap.admittedAt, cut.Add(ttl))
 	}
-	if got := counterValue(t, metrics.ledgerErrs.WithLabelValues("report")); got == 0 {
-		t.Error("no ledger report errors counted for the partition, want some")
+	for _, op := range []string{"report", "acquire"} {
+		if got := counterValue(t, metrics.ledgerErrs.WithLabelValues(op)); got == 0 {
+			t.Errorf("no ledger %s errors counted for the partition, want some", op)
+		}
 	}
 	ap.link.partitioned.Store(false)
 	syncAll(t, all...)
