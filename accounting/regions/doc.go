@@ -24,8 +24,9 @@
 //     than half of one is left.
 //   - Report: Sync tells the ledger what the region has used, which
 //     renews its lease.
-//   - Return: Sync gives back what exceeds two chunks unused, and
-//     [Region.Close] everything unused.
+//   - Return: Sync gives back all but two chunks when more than three
+//     are unused (the gap keeps a region from returning and acquiring
+//     on alternate syncs), and [Region.Close] everything unused.
 //
 // A cap only grows within a window (the region's grants are counted on a
 // counter of their own in its store, in the same window as the spending),

@@ -59,8 +59,8 @@ type Options struct {
 	// Ledger is the global ledger every region shares.
 	Ledger *Ledger
 	// Chunk is the share of a limit the region acquires at once, in
-	// (0, 1]; zero means DefaultChunk. The region keeps up to two
-	// chunks unused and returns the rest.
+	// (0, 1]; zero means DefaultChunk. When more than three chunks are
+	// unused, the region gives back all but two.
 	Chunk float64
 	// LeaseTTL is how long the region spends on its lease after it last
 	// reached the ledger (by its own clock); zero means DefaultLeaseTTL.
@@ -404,9 +404,9 @@ func (r *Region) window(c *accounting.Counter, mark int64) Window {
 // Sync reports the region's use of every counter it leases to the
 // ledger, which renews its leases; applies what the ledger reclaimed;
 // acquires a chunk for a counter with less than half a chunk left, and
-// returns what exceeds two chunks unused. [Region.Run] calls it every
-// SyncInterval; the first error is returned, the other counters synced
-// regardless.
+// gives back all but two chunks when more than three are unused.
+// [Region.Run] calls it every SyncInterval; the first error is
+// returned, the other counters synced regardless.
 func (r *Region) Sync(ctx context.Context) error {
 	var first error
 	for _, lc := range r.all() {

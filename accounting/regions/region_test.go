@@ -41,6 +41,12 @@ func newTestRegion(t *testing.T, rdb *redis.Client, clock *simClock, name string
 // settling them at once as used.
 func (r testRegion) reserve(t *testing.T, n int64) bool {
 	t.Helper()
+	return r.reserveUsing(t, n, n)
+}
+
+// reserveUsing asks for n tokens and settles an admission as used.
+func (r testRegion) reserveUsing(t *testing.T, n, used int64) bool {
+	t.Helper()
 	res, err := r.lim.Reserve(context.Background(), accounting.Request{
 		Attributes: accounting.Attributes{{Name: "model", Value: "m"}},
 		Model:      "m",
@@ -50,7 +56,7 @@ func (r testRegion) reserve(t *testing.T, n int64) bool {
 		t.Fatalf("Reserve: %v", err)
 	}
 	if res.Admitted {
-		if _, err := res.Settle(context.Background(), accounting.Usage{InputTokens: n}); err != nil {
+		if _, err := res.Settle(context.Background(), accounting.Usage{InputTokens: used}); err != nil {
 			t.Fatalf("Settle: %v", err)
 		}
 	}
@@ -128,5 +134,47 @@ func TestRegionWindowTurns(t *testing.T) {
 	april := ledgerState(t, rdb, eu.region.window(&counter, s.mark))["eu"]
 	if s.used != 100 || april[0] < s.used || s.granted != april[0] {
 		t.Errorf("April: used %d under a grant of %d, the ledger granted %d; want 100 used within the ledger's grant, which the store records", s.used, s.granted, april[0])
+	}
+}
+
+// Sync gives back all but two chunks when more than three are unused,
+// and acquires a chunk when less than half of one is left.
+func TestRegionSync(t *testing.T) {
+	rdb := startLedger(t)
+	clock := &simClock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
+	global := globalLimit(1000) // chunks of 100
+	eu := newTestRegion(t, rdb, clock, "eu", global)
+	counter := global.Counter(accounting.Attributes{{Name: "model", Value: "m"}})
+	state := func() (left int64, ledger [3]int64) {
+		t.Helper()
+		s, err := eu.region.snapshot(context.Background(), &counter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.granted - s.used, ledgerState(t, rdb, eu.region.window(&counter, s.mark))["eu"]
+	}
+	steps := []struct {
+		name        string
+		spend, used int64 // a request first, and what it used
+		wantLeft    int64
+		wantLedger  [3]int64 // granted, released, used
+	}{
+		// 450 leased for the request, a chunk after it at the sync.
+		{"less than half a chunk left", 450, 450, 100, [3]int64{550, 0, 450}},
+		{"again", 80, 80, 120, [3]int64{650, 0, 530}},
+		// 280 leased for the request, refunded: 400 unused.
+		{"more than three chunks unused", 400, 0, 200, [3]int64{930, 200, 530}},
+		{"between", 0, 0, 200, [3]int64{930, 200, 530}},
+	}
+	for _, st := range steps {
+		if st.spend > 0 && !eu.reserveUsing(t, st.spend, st.used) {
+			t.Fatalf("%s: %d refused, want admitted", st.name, st.spend)
+		}
+		if err := eu.region.Sync(context.Background()); err != nil {
+			t.Fatalf("%s: Sync: %v", st.name, err)
+		}
+		if left, ledger := state(); left != st.wantLeft || ledger != st.wantLedger {
+			t.Errorf("%s: got %d left, ledger %v; want %d left, ledger %v", st.name, left, ledger, st.wantLeft, st.wantLedger)
+		}
 	}
 }
