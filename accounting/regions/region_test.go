@@ -2,6 +2,8 @@ package regions
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -176,5 +178,66 @@ func TestRegionSync(t *testing.T) {
 		if left, ledger := state(); left != st.wantLeft || ledger != st.wantLedger {
 			t.Errorf("%s: got %d left, ledger %v; want %d left, ledger %v", st.name, left, ledger, st.wantLeft, st.wantLedger)
 		}
+	}
+}
+
+// gateStore holds the first charge of a region's grants until release
+// is closed, so that a test can put another replica's whole acquire in
+// between that charge and the snapshot it was computed from.
+type gateStore struct {
+	accounting.Store
+	once          sync.Once
+	held, release chan struct{}
+}
+
+func (g *gateStore) Reserve(ctx context.Context, req accounting.ReserveRequest) (accounting.ReserveResult, error) {
+	if it := req.Items[0]; strings.HasSuffix(it.Key, grantsKey) && it.Amount > 0 {
+		first := false
+		g.once.Do(func() { first = true })
+		if first {
+			close(g.held)
+			<-g.release
+		}
+	}
+	return g.Store.Reserve(ctx, req)
+}
+
+// Replicas of one region that acquire at once never record more granted
+// in the region's store than the ledger granted the region: each raises
+// the store's count to what the ledger answered it, never past, even
+// when another replica raised it between its look and its charge.
+func TestRegionReplicasAcquireAtOnce(t *testing.T) {
+	rdb := startLedger(t)
+	clock := &simClock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
+	global := globalLimit(1000)
+	store := &gateStore{Store: memstore.New(memstore.Options{Now: clock.Now}), held: make(chan struct{}), release: make(chan struct{})}
+	replica := func() *Region {
+		r, err := New(Options{
+			Name: "eu", Store: store, Ledger: NewLedger(rdb, LedgerOptions{Now: clock.Now}),
+			Chunk: 0.1, AcquireTimeout: 5 * time.Second, Now: clock.Now,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	a, b := replica(), replica()
+	counter := global.Counter(accounting.Attributes{{Name: "model", Value: "m"}})
+	aDone := make(chan bool)
+	go func() { aDone <- a.Grow(context.Background(), &counter, 100) }()
+	<-store.held // a has 100 from the ledger and is about to record it
+	if !b.Grow(context.Background(), &counter, 300) {
+		t.Fatal("b: Grow(300) failed, want 300 acquired")
+	}
+	close(store.release)
+	if !<-aDone {
+		t.Error("a: Grow(100) failed, want it to find its 100 recorded")
+	}
+	s, err := a.snapshot(context.Background(), &counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := ledgerState(t, rdb, a.window(&counter, s.mark))["eu"][0]; s.granted != g {
+		t.Errorf("the region's store records %d granted, the ledger %d; want the ledger's", s.granted, g)
 	}
 }
