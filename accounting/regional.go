@@ -85,7 +85,8 @@ func (l *Limiter) leaseShort(ctx context.Context, req ReserveRequest, res Reserv
 	if res.Admitted {
 		stale := -1
 		for i, st := range res.States {
-			if caps[i].across && st.Mark != caps[i].mark {
+			// A charge of nothing spent nothing under the old cap.
+			if caps[i].across && st.Mark != caps[i].mark && req.Items[i].Amount > 0 {
 				stale = i
 			}
 		}
@@ -100,7 +101,7 @@ func (l *Limiter) leaseShort(ctx context.Context, req ReserveRequest, res Reserv
 		}
 		if grow {
 			for i, st := range res.States {
-				if caps[i].across && st.Mark != caps[i].mark {
+				if caps[i].across && st.Mark != caps[i].mark && req.Items[i].Amount > 0 {
 					l.regional.Grow(ctx, caps[i].global(&req.Items[i]), req.Items[i].Amount)
 				}
 			}

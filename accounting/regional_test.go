@@ -2,6 +2,7 @@ package accounting_test
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -112,6 +113,7 @@ func TestReserveUnderRegionCap(t *testing.T) {
 		{"past the cap, nothing free", fakeRegion{cap: 100, mark: monthMark}, 300, false, 1, false, 0},
 		{"past the global limit", fakeRegion{cap: 100, mark: monthMark}, 1001, false, 1, true, 0},
 		{"a cap of last month", fakeRegion{cap: 500, mark: monthMark - 1}, 300, true, 1, false, 300},
+		{"nothing, before any cap", fakeRegion{cap: 0, mark: math.MinInt64}, 0, true, 0, false, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
