@@ -20,9 +20,9 @@ import (
 // Of opts' other fields: Store must be nil or l's store, and
 // MaxPendingSettlements, MaxWaiting and MaxWaitingPerKey zero or the
 // bounds l was made with (the retry slots and the requests waiting for
-// capacity are shared, so none of them can change); Logger nil means l's,
-// and Regional nil l's; Registerer is ignored (the metrics are l's, and count for the new
-// limits too). Validate's problems are returned as New returns them.
+// capacity are shared, so none of them can change); Logger nil means
+// l's, and Regional nil l's; Registerer is ignored (the metrics are l's,
+// and count for the new limits too). Validate's problems are returned as New returns them.
 // Closing any of the Limiters made this way closes them all: they share
 // one set of retries.
 func (l *Limiter) Reconfigure(opts Options) (*Limiter, error) {

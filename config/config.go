@@ -360,7 +360,7 @@ func (c *Config) limits(f *file, p *problems) {
 				p.add(field+".match."+attr, "%q has no source under identity.attributes (and is not model or api)", attr)
 			}
 		}
-		l.AcrossRegions = lf.AcrossRegions
+		l.AcrossRegions = lf.Across
 		c.Accounting.Limits = append(c.Accounting.Limits, l)
 	}
 }

@@ -128,23 +128,23 @@ type priceFile struct {
 }
 
 type limitFile struct {
-	Name          string            `yaml:"name"`
-	Dimension     string            `yaml:"dimension"`
-	Scope         []string          `yaml:"scope"`
-	Match         map[string]string `yaml:"match"`
-	Algorithm     string            `yaml:"algorithm"`
-	Limit         float64           `yaml:"limit"`
-	Window        string            `yaml:"window"`
-	Burst         float64           `yaml:"burst"`
-	OnStoreError  string            `yaml:"on_store_error"`
-	Mode          string            `yaml:"mode"`
-	TimeZone      string            `yaml:"time_zone"`
-	LimitFrom     *limitFromFile    `yaml:"limit_from"`
-	Lease         string            `yaml:"lease"`
-	MaxDuration   string            `yaml:"max_duration"`
-	ReserveFor    *reserveForFile   `yaml:"reserve_for"`
-	OnExhausted   *onExhaustedFile  `yaml:"on_exhausted"`
-	AcrossRegions bool              `yaml:"across_regions"`
+	Name         string            `yaml:"name"`
+	Dimension    string            `yaml:"dimension"`
+	Scope        []string          `yaml:"scope"`
+	Match        map[string]string `yaml:"match"`
+	Algorithm    string            `yaml:"algorithm"`
+	Limit        float64           `yaml:"limit"`
+	Window       string            `yaml:"window"`
+	Burst        float64           `yaml:"burst"`
+	OnStoreError string            `yaml:"on_store_error"`
+	Mode         string            `yaml:"mode"`
+	TimeZone     string            `yaml:"time_zone"`
+	LimitFrom    *limitFromFile    `yaml:"limit_from"`
+	Lease        string            `yaml:"lease"`
+	MaxDuration  string            `yaml:"max_duration"`
+	ReserveFor   *reserveForFile   `yaml:"reserve_for"`
+	OnExhausted  *onExhaustedFile  `yaml:"on_exhausted"`
+	Across       bool              `yaml:"across_regions"`
 }
 
 // reserveForFile keeps a share of a limit for the requests whose

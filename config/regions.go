@@ -36,7 +36,7 @@ func (c *Config) regions(f *file, p *problems) {
 	rf := f.Regions
 	if rf == nil {
 		for i, l := range f.Limits {
-			if l.AcrossRegions {
+			if l.Across {
 				p.add(fmt.Sprintf("limits[%d].across_regions", i), "needs a regions section (the region's name and the ledger)")
 			}
 		}

@@ -16,10 +16,10 @@ import (
 
 // newRegion builds the region the regions section describes, on the
 // server's store and a client of the ledger's Redis, and keeps its
-// leases until ctx ends; then it gives back what it holds unused. The
-// returned func, called at the very end of serve, waits for that and
-// closes the ledger's client.
-func newRegion(ctx context.Context, cfg *config.Regions, store accounting.Store, log *slog.Logger, reg prometheus.Registerer) (*regions.Region, func(), error) {
+// leases until the returned func is called, at the very end of serve
+// (when the streams cut at shutdown have settled): that gives back what
+// the region holds unused and closes the ledger's client.
+func newRegion(cfg *config.Regions, store accounting.Store, log *slog.Logger, reg prometheus.Registerer) (*regions.Region, func(), error) {
 	// A redisstore on the ledger's Redis is only the way to its
 	// client, configured as store.redis is (timeouts, no retries).
 	ls, err := redisstore.New(cfg.Ledger)
@@ -34,6 +34,7 @@ func newRegion(ctx context.Context, cfg *config.Regions, store accounting.Store,
 		_ = ls.Close()
 		return nil, nil, err
 	}
+	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -48,6 +49,7 @@ func newRegion(ctx context.Context, cfg *config.Regions, store accounting.Store,
 	}()
 	log.Info("leasing limits across regions", "region", region.Name())
 	return region, func() {
+		stop()
 		<-done
 		_ = ls.Close()
 	}, nil

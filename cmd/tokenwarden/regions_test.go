@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -60,5 +63,21 @@ limits:
 	n := func(f string) int64 { v, _ := strconv.ParseInt(h[f], 10, 64); return v }
 	if g, x, u := n("g:eu"), n("x:eu"), n("u:eu"); g != 1000 || u != 12 || g-x != u {
 		t.Errorf("after shutdown the ledger has eu granted %d, released %d, using %d; want 1000 granted, 12 used, the rest released", g, x, u)
+	}
+}
+
+// A server that fails to start after its region began leasing stops the
+// region and returns (it once waited for a signal that never came).
+func TestRunWithRegionsFailsToStart(t *testing.T) {
+	ledger := redistest.Start(t)
+	path := filepath.Join(t.TempDir(), "tokenwarden.yaml")
+	config := "regions: {name: eu, ledger: {url: \"" + ledger.URL() + "\"}}\n" +
+		"limits:\n  - {name: company, dimension: tokens, algorithm: fixed_window, limit: 1000, window: month, across_regions: true}\n"
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := run(t.Context(), []string{"-config", path, "-listen", "not an address", "-admin", "127.0.0.1:0"}, strings.NewReader(""), io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "listen") {
+		t.Errorf("got %v, want the listen error", err)
 	}
 }

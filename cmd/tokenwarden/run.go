@@ -155,11 +155,11 @@ func serve(ctx context.Context, cfg *config.Config, file *configFile, hash strin
 	}
 	withRegion := *cfg
 	if cfg.Regions != nil {
-		region, closeLedger, err := newRegion(ctx, cfg.Regions, store, log, reg)
+		region, closeRegion, err := newRegion(cfg.Regions, store, log, reg)
 		if err != nil {
 			return err
 		}
-		defer closeLedger()
+		defer closeRegion()
 		withRegion.Accounting.Regional = region
 	}
 	srv, limiter, err := newServer(&withRegion, store, log, reg)
