@@ -47,11 +47,12 @@
 //
 // # Leases lapse: dead and partitioned regions
 //
-// A region spends on its lease for Options.LeaseTTL after it last reached
-// the ledger, by its own clock, measured from when the call was sent; then
-// its cap is 0 until it reaches the ledger again. The ledger reclaims a
-// region's lease only LeaseTTL + Options.Grace after it last heard from
-// it, by its own clock: it sets the region's holding to the use the region
+// A replica spends on its region's lease for Options.LeaseTTL after it
+// last reached the ledger, by its own clock, measured from when the call
+// was sent; then its cap is 0 until it reaches the ledger again. The
+// ledger reclaims a region's lease only LeaseTTL + Options.Grace after it
+// last heard from any of the region's replicas, by its own clock (so
+// every replica has stopped by then, whichever called last): it sets the region's holding to the use the region
 // last reported, and the rest is free for the others. A partitioned
 // region has stopped spending before then (Grace covers the two clocks'
 // drift and a call in flight). When it reaches the ledger again, it learns
@@ -78,11 +79,13 @@
 //
 // One Redis hash per limit and window (the window as the regional store
 // marks it: [accounting.CounterState.Mark]), under [LedgerKeyPrefix], with
-// five fields per region; each call is one script on that one key, so
-// the ledger runs on Redis Cluster too. It expires a while after the
-// window ends. Time is Redis's (TIME), the one clock every region agrees
-// on; the ledger should persist (AOF) or be replicated, since a ledger
-// that forgets a window grants its budget afresh.
+// five fields per region; each call is one script on that one key (a few
+// small hashes and one call per replica per sync interval: one Redis
+// server carries it, and tokenwarden's config takes one or a
+// Sentinel-monitored one). A record expires a while after its window
+// ends. Time is Redis's (TIME), the one clock every region agrees on;
+// the ledger should persist (AOF) or be replicated, since a ledger that
+// forgets a window grants its budget afresh.
 //
 // # Limits and clocks
 //
