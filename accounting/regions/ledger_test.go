@@ -131,6 +131,17 @@ func TestLedger(t *testing.T) {
 		}
 	})
 
+	t.Run("a call that hangs ends at the timeout", func(t *testing.T) {
+		hung := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+		t.Cleanup(func() { _ = hung.Close() })
+		hung.AddHook(hangHook{})
+		l := NewLedger(hung, LedgerOptions{Timeout: 10 * time.Millisecond})
+		_, _, err := l.Acquire(context.Background(), "eu", Window{Key: "k", Limit: 1, Lapse: time.Second, Expire: time.Second}, 1)
+		if !errors.Is(err, ErrLedgerUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("got %v, want ErrLedgerUnavailable and the deadline", err)
+		}
+	})
+
 	t.Run("unreachable", func(t *testing.T) {
 		dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 		t.Cleanup(func() { _ = dead.Close() })
@@ -140,4 +151,22 @@ func TestLedger(t *testing.T) {
 			t.Errorf("got %v, want ErrLedgerUnavailable", err)
 		}
 	})
+}
+
+// hangHook holds every command until its context ends, as a ledger
+// behind a partition that drops packets does.
+type hangHook struct{}
+
+func (hangHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (hangHook) ProcessHook(redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		<-ctx.Done()
+		cmd.SetErr(ctx.Err())
+		return ctx.Err()
+	}
+}
+
+func (hangHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

@@ -25,7 +25,7 @@ func newTestRegion(t *testing.T, rdb *redis.Client, clock *simClock, name string
 	t.Helper()
 	store := memstore.New(memstore.Options{Now: clock.Now})
 	region, err := New(Options{
-		Name: name, Store: store, Ledger: NewLedger(rdb, LedgerOptions{Now: clock.Now}),
+		Name: name, Store: store, Ledger: NewLedger(rdb, LedgerOptions{Now: clock.Now, Timeout: time.Minute}),
 		Chunk: 0.1, AcquireTimeout: 5 * time.Second, Now: clock.Now,
 	})
 	if err != nil {
@@ -213,7 +213,7 @@ func TestRegionReplicasAcquireAtOnce(t *testing.T) {
 	store := &gateStore{Store: memstore.New(memstore.Options{Now: clock.Now}), held: make(chan struct{}), release: make(chan struct{})}
 	replica := func() *Region {
 		r, err := New(Options{
-			Name: "eu", Store: store, Ledger: NewLedger(rdb, LedgerOptions{Now: clock.Now}),
+			Name: "eu", Store: store, Ledger: NewLedger(rdb, LedgerOptions{Now: clock.Now, Timeout: time.Minute}),
 			Chunk: 0.1, AcquireTimeout: 5 * time.Second, Now: clock.Now,
 		})
 		if err != nil {
