@@ -26,8 +26,9 @@ log: {level: debug}
 shutdown_grace: 200ms
 regions:
   name: eu
-  ledger: {url: "`+ledger.URL()+`"}
+  ledger: {url: "`+ledger.URL()+`", timeout: 1m}
   lease_chunk: 0.01
+  acquire_timeout: 1m   # a loaded machine must not make the first request's acquire time out
 limits:
   - {name: company, dimension: tokens, algorithm: fixed_window, limit: 100000, window: month, across_regions: true}
 `)
