@@ -12,6 +12,7 @@ type Metrics struct {
 	returned    *prometheus.CounterVec // counter
 	reclaimedBy prometheus.Counter
 	ledgerErrs  *prometheus.CounterVec // op: acquire|report
+	unspent     *prometheus.GaugeVec   // region, counter
 }
 
 // NewMetrics returns the collectors, registered with reg when it is not
@@ -35,8 +36,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Ledger calls that failed or timed out, by operation (acquire, report); the region then spends only what it holds until its lease lapses.",
 		}, []string{"op"}),
 	}
+	m.unspent = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tokenwarden_region_lease_unspent",
+		Help: "What this replica's region holds of its lease and has not spent, as of the replica's last ledger call, in the limit's unit, by region and counter: budget that other regions cannot have meanwhile.",
+	}, []string{"region", "counter"})
 	if reg != nil {
-		reg.MustRegister(m.granted, m.returned, m.reclaimedBy, m.ledgerErrs)
+		reg.MustRegister(m.granted, m.returned, m.reclaimedBy, m.ledgerErrs, m.unspent)
 	}
 	return m
 }
@@ -56,6 +61,12 @@ func (m *Metrics) returnedAdd(key string, n int64) {
 func (m *Metrics) reclaimed(n int64) {
 	if m != nil && n > 0 {
 		m.reclaimedBy.Add(float64(n))
+	}
+}
+
+func (m *Metrics) setUnspent(region, key string, n int64) {
+	if m != nil {
+		m.unspent.WithLabelValues(region, key).Set(float64(n))
 	}
 }
 

@@ -384,6 +384,7 @@ func (r *Region) apply(ctx context.Context, lc *leased, s *snapshot, h Holding, 
 	s.granted = max(s.granted, h.Granted)
 	lc.failed.Store(0)
 	lc.view.Store(&capView{cap: h.Granted, mark: s.mark, until: sent.Add(r.ttl)})
+	r.m.setUnspent(r.name, lc.c.Key, h.Granted-s.used)
 	return h.Granted - s.used, nil
 }
 

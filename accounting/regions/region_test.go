@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
@@ -146,6 +147,7 @@ func TestRegionSync(t *testing.T) {
 	clock := &simClock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
 	global := globalLimit(1000) // chunks of 100
 	eu := newTestRegion(t, rdb, clock, "eu", global)
+	eu.region.m = NewMetrics(nil)
 	counter := global.Counter(accounting.Attributes{{Name: "model", Value: "m"}})
 	state := func() (left int64, ledger [3]int64) {
 		t.Helper()
@@ -177,6 +179,13 @@ func TestRegionSync(t *testing.T) {
 		}
 		if left, ledger := state(); left != st.wantLeft || ledger != st.wantLedger {
 			t.Errorf("%s: got %d left, ledger %v; want %d left, ledger %v", st.name, left, ledger, st.wantLeft, st.wantLedger)
+		}
+		var m dto.Metric
+		if err := eu.region.m.unspent.WithLabelValues("eu", counter.Key).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		if got := int64(m.GetGauge().GetValue()); got != st.wantLeft {
+			t.Errorf("%s: tokenwarden_region_lease_unspent %d, want %d", st.name, got, st.wantLeft)
 		}
 	}
 }
