@@ -42,6 +42,10 @@ type Limit struct {
 	// ReserveFor keeps a share of the limit for a privileged tier of
 	// requests (see priority.go); nil keeps none.
 	ReserveFor *ReserveFor
+	// AcrossRegions makes the limit one budget for all the regions that
+	// share a ledger, each spending from its own store what it leased
+	// (see [Regional]). Only an unscoped fixed or calendar window may be.
+	AcrossRegions bool
 	// OnExhausted is what a request the limit refuses gets instead of
 	// the refusal at once: a wait for capacity, a fallback model, or
 	// both (see exhausted.go); the zero value is the refusal.
@@ -111,6 +115,7 @@ func (l *Limit) Validate() error {
 	}
 	errs = append(errs, l.validateWait()...)
 	errs = append(errs, l.validateExhausted()...)
+	errs = append(errs, l.validateAcross()...)
 	if l.Dimension == Concurrent || l.Algorithm == Leases {
 		// A concurrent limit's window is its lease: checked there.
 		errs = append(errs, l.validateConcurrent()...)

@@ -60,6 +60,9 @@ type Options struct {
 	Logger           *slog.Logger
 	// Registerer receives the Limiter's metrics; nil means none.
 	Registerer prometheus.Registerer
+	// Regional keeps the limits marked AcrossRegions (see [Regional]);
+	// it is required when one is.
+	Regional Regional
 }
 
 // Validate reports every problem of the limits and prices, joined, each a
@@ -114,6 +117,7 @@ type Limiter struct {
 	log         *slog.Logger
 	m           *metrics
 	values      *limitValues
+	regional    Regional
 	// shadowLogs rate-limits each shadow limit's log lines.
 	shadowLogs map[string]*shadowLog
 
@@ -147,6 +151,9 @@ func New(opts Options) (*Limiter, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("accounting: invalid options: %w", err)
 	}
+	if err := opts.validateRegional(); err != nil {
+		return nil, err
+	}
 	pending := opts.MaxPendingSettlements
 	if pending <= 0 {
 		pending = DefaultMaxPendingSettlements
@@ -174,6 +181,7 @@ func newLimiter(opts Options, m *metrics, bg *background) *Limiter {
 		log:         opts.Logger,
 		m:           m,
 		background:  bg,
+		regional:    opts.Regional,
 	}
 	l.shadowLogs = newShadowLogs(l.limits)
 	if l.settleRetry <= 0 {
@@ -350,6 +358,21 @@ func (l *Limiter) Reserve(ctx context.Context, req Request) (*Reservation, error
 // that a downgrade turns into an admission is no rejection (see
 // [Limiter.ReserveOrDowngrade]).
 func (l *Limiter) reserve(ctx context.Context, req Request) (*Reservation, error) {
+	r, err := l.reserveOnce(ctx, req, true)
+	if errors.Is(err, errLeaseGrown) {
+		// Once: the region's cap grew, or moved to the store's window.
+		r, err = l.reserveOnce(ctx, req, false)
+		if errors.Is(err, errLeaseGrown) {
+			// The window turned again between the two (released).
+			err = fmt.Errorf("%w: the window turned while a limit kept across regions was reserved", ErrStoreUnavailable)
+		}
+	}
+	return r, err
+}
+
+// reserveOnce is one attempt of reserve; when grow, one that a limit
+// kept across regions refused may end in errLeaseGrown (see leaseShort).
+func (l *Limiter) reserveOnce(ctx context.Context, req Request, grow bool) (*Reservation, error) {
 	r := &Reservation{
 		ID:          l.idPrefix + strconv.FormatUint(l.idSeq.Add(1), 36),
 		Model:       req.Model,
@@ -399,6 +422,7 @@ func (l *Limiter) reserve(ctx context.Context, req Request) (*Reservation, error
 		return r, nil
 	}
 
+	caps := l.leaseCaps(items, r.items)
 	// The caller's context as it is: the store bounds the call.
 	res, err := l.store.Reserve(ctx, ReserveRequest{ID: r.ID, Items: items})
 	if err != nil {
@@ -419,6 +443,12 @@ func (l *Limiter) reserve(ctx context.Context, req Request) (*Reservation, error
 	}
 	if len(res.States) != len(items) {
 		return nil, fmt.Errorf("%w: store answered %d states for %d items", ErrStoreUnavailable, len(res.States), len(items))
+	}
+	if caps != nil {
+		if l.leaseShort(ctx, ReserveRequest{ID: r.ID, Items: items}, res, caps, grow) {
+			return nil, errLeaseGrown
+		}
+		leaseStates(items, res.States, caps)
 	}
 	r.Admitted = res.Admitted
 	for i := range r.items {

@@ -20,9 +20,9 @@ import (
 // Of opts' other fields: Store must be nil or l's store, and
 // MaxPendingSettlements, MaxWaiting and MaxWaitingPerKey zero or the
 // bounds l was made with (the retry slots and the requests waiting for
-// capacity are shared, so none of them can change); Logger nil means l's;
-// Registerer is ignored (the metrics are l's, and count for the new
-// limits too). Validate's problems are returned as New returns them.
+// capacity are shared, so none of them can change); Logger nil means
+// l's, and Regional nil l's; Registerer is ignored (the metrics are l's,
+// and count for the new limits too). Validate's problems are returned as New returns them.
 // Closing any of the Limiters made this way closes them all: they share
 // one set of retries.
 func (l *Limiter) Reconfigure(opts Options) (*Limiter, error) {
@@ -38,11 +38,18 @@ func (l *Limiter) Reconfigure(opts Options) (*Limiter, error) {
 	}
 	// Built as New builds, on l's shared parts rather than new ones.
 	opts.Store = l.store
+	if opts.Regional == nil {
+		// The region leases for the process, whatever the limits.
+		opts.Regional = l.regional
+	}
 	if opts.Logger == nil {
 		opts.Logger = l.log
 	}
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("accounting: invalid options: %w", err)
+	}
+	if err := opts.validateRegional(); err != nil {
+		return nil, err
 	}
 	return newLimiter(opts, l.m, l.background), nil
 }

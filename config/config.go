@@ -64,6 +64,9 @@ type Config struct {
 	// Tracing is the tracing section; nil (no section) means off. Its
 	// identity attributes are Server.TraceAttributes.
 	Tracing *Tracing
+	// Regions is the regions section; nil (no section) means this
+	// server keeps no limit across regions.
+	Regions *Regions
 
 	// AdminTokenFile is admin_token_file; AdminToken the token read from
 	// it, which the admin listener's usage API then requires ("" when
@@ -125,6 +128,7 @@ func Parse(data []byte) (*Config, error) {
 	c.settlement(&f, p)
 	c.reload(&f, p)
 	c.tracing(&f, p)
+	c.regions(&f, p)
 
 	// What the libraries say about their options, named by the keys of
 	// the file.
@@ -362,6 +366,7 @@ func (c *Config) limits(f *file, p *problems) {
 				p.add(field+".match."+attr, "%q has no source under identity.attributes (and is not model or api)", attr)
 			}
 		}
+		l.AcrossRegions = lf.Across
 		c.Accounting.Limits = append(c.Accounting.Limits, l)
 	}
 }

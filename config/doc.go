@@ -41,6 +41,9 @@
 //	models                           Accounting.Prices (USD per 1M tokens)
 //	limits                           Accounting.Limits (cost limits in USD,
 //	                                 windows as Go durations, Nd, day or month)
+//	regions                          Regions: the region's regions.Options and
+//	                                 the ledger's redisstore.Options
+//	limits[].across_regions          Limit.AcrossRegions (needs regions)
 //	settlement, azure,               Server's HiddenReasoningModels,
 //	strip_accept_encoding            RefuseBackground, AzureDeployments,
 //	                                 StripAcceptEncoding

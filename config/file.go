@@ -21,6 +21,7 @@ type file struct {
 	RateLimitHeaders    rateLimitHeadersFile `yaml:"rate_limit_headers"`
 	Reload              reloadFile           `yaml:"reload"`
 	Tracing             *tracingFile         `yaml:"tracing"`
+	Regions             *regionsFile         `yaml:"regions"`
 }
 
 // rateLimitHeadersFile switches the rate-limit header families besides
@@ -144,6 +145,7 @@ type limitFile struct {
 	MaxDuration  string            `yaml:"max_duration"`
 	ReserveFor   *reserveForFile   `yaml:"reserve_for"`
 	OnExhausted  *onExhaustedFile  `yaml:"on_exhausted"`
+	Across       bool              `yaml:"across_regions"`
 }
 
 // reserveForFile keeps a share of a limit for the requests whose

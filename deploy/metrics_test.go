@@ -13,6 +13,7 @@ import (
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/accounting/memstore"
+	"github.com/tokenwarden/tokenwarden/accounting/regions"
 	"github.com/tokenwarden/tokenwarden/extproc"
 )
 
@@ -42,6 +43,8 @@ func exported(t *testing.T) map[string]series {
 	if _, err := extproc.NewServer(extproc.Options{Limiter: lim, Registerer: cap}); err != nil {
 		t.Fatal(err)
 	}
+	// And a region's, when the config has a regions section.
+	regions.NewMetrics(cap)
 	// cmd/tokenwarden's serve registers these two beside the server's.
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// And its config reloader these, which a package main cannot lend

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
@@ -85,6 +86,11 @@ func runEstimate(_ context.Context, args []string, stdin io.Reader, stdout, stde
 func estimateServer(cfg *config.Config, counter extproc.TokenCounter) (*extproc.Server, error) {
 	c := *cfg
 	c.Server.Counter = counter
+	// Nor does it lease: no region keeps the limits kept across regions.
+	c.Accounting.Limits = slices.Clone(c.Accounting.Limits)
+	for i := range c.Accounting.Limits {
+		c.Accounting.Limits[i].AcrossRegions = false
+	}
 	srv, _, err := newServer(&c, memstore.New(memstore.Options{}), nil, nil)
 	return srv, err
 }

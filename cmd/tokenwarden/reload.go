@@ -87,6 +87,8 @@ func configChanges(cur, next *config.Config) (live, restart []string) {
 	// The exporter is made once, at start; the span attributes
 	// (tracing.attributes, a server option) apply live.
 	diff(&restart, "tracing", cur.Tracing, next.Tracing)
+	// The region leases for the process's life (see newRegion).
+	diff(&restart, "regions", cur.Regions, next.Regions)
 	switch {
 	case (cur.Store.Redis == nil) != (next.Store.Redis == nil):
 		restart = append(restart, "store.type")
@@ -130,7 +132,7 @@ func configChanges(cur, next *config.Config) (live, restart []string) {
 
 // restartOnly names the settings configChanges puts in restart, for
 // people.
-const restartOnly = "listen, admin, admin_pprof, log.format, store and tracing's exporter"
+const restartOnly = "listen, admin, admin_pprof, log.format, store, regions and tracing's exporter"
 
 // reloadSummary says, for check-config, how a server on cfg reloads it.
 func reloadSummary(cfg *config.Config) string {

@@ -430,7 +430,7 @@ func TestCheckConfigSaysHowItReloads(t *testing.T) {
 		name, yaml, want string
 	}{
 		{name: "default", yaml: baseConfig,
-			want: "reload (with -config): on SIGHUP, and when the file's content changes (checked every 10 seconds); a change of listen, admin, admin_pprof, log.format, store and tracing's exporter needs a restart"},
+			want: "reload (with -config): on SIGHUP, and when the file's content changes (checked every 10 seconds); a change of listen, admin, admin_pprof, log.format, store, regions and tracing's exporter needs a restart"},
 		{name: "set", yaml: baseConfig + "reload: {watch_interval: 1m}\n", want: "(checked every 1 minute)"},
 		{name: "off", yaml: baseConfig + "reload: {watch_interval: off}\n", want: "reload (with -config): on SIGHUP only (reload.watch_interval off);"},
 	}

@@ -153,7 +153,16 @@ func serve(ctx context.Context, cfg *config.Config, file *configFile, hash strin
 		defer shutdownTracing(tp, log)
 		cfg.Server.TracerProvider = tp
 	}
-	srv, limiter, err := newServer(cfg, store, log, reg)
+	withRegion := *cfg
+	if cfg.Regions != nil {
+		region, closeRegion, err := newRegion(cfg.Regions, store, log, reg)
+		if err != nil {
+			return err
+		}
+		defer closeRegion()
+		withRegion.Accounting.Regional = region
+	}
+	srv, limiter, err := newServer(&withRegion, store, log, reg)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,143 @@
+package regions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+)
+
+// The region's own counters of a leased counter, in its store, in the
+// same windows: what the ledger granted it, and what it made unspendable
+// (returned, or reclaimed by the ledger). The counter itself holds what
+// the region spent plus what it made unspendable. Their keys extend the
+// counter's, which no [accounting.CounterKey] does (a key's last field
+// is "length:value").
+const (
+	grantsKey  = "|granted"
+	returnsKey = "|returned"
+)
+
+// snapshot is the region's holding of a counter, read from its store.
+type snapshot struct {
+	used, granted, returned int64
+	mark                    int64
+}
+
+func withLimit(c accounting.Counter, limit int64) accounting.Counter {
+	c.Limit = limit
+	return c
+}
+
+func bookkeeping(c accounting.Counter, suffix string, limit int64) accounting.Counter {
+	c.Key += suffix
+	c.Limit = limit
+	return c
+}
+
+// snapshot reads the region's holding of c in the store's current window,
+// by a reservation of nothing on its three counters.
+func (r *Region) snapshot(ctx context.Context, c *accounting.Counter) (snapshot, error) {
+	items := []accounting.ReserveItem{
+		{Counter: withLimit(*c, unlimited)},
+		{Counter: bookkeeping(*c, grantsKey, unlimited)},
+		{Counter: bookkeeping(*c, returnsKey, unlimited)},
+	}
+	id := r.nextID()
+	res, err := r.store.Reserve(ctx, accounting.ReserveRequest{ID: id, Items: items})
+	if err != nil {
+		return snapshot{}, err
+	}
+	if !res.Admitted || len(res.States) != 3 {
+		return snapshot{}, fmt.Errorf("regions: the store refused a reservation of nothing on %s", c.Key)
+	}
+	r.drop(ctx, id, items, res.States)
+	st := res.States
+	return snapshot{
+		used:     unlimited - st[0].Remaining,
+		granted:  unlimited - st[1].Remaining,
+		returned: unlimited - st[2].Remaining,
+		mark:     st[0].Mark,
+	}, nil
+}
+
+// raise brings the region's bookkeeping counter suffix of c up to target
+// in window mark, charging also (when not nil) the counter also by as
+// much. Each try charges what the last snapshot lacked, under target as
+// the limit, so that two replicas raising at once never take it past
+// target.
+func (r *Region) raise(ctx context.Context, c *accounting.Counter, mark int64, suffix string, target int64, also *accounting.Counter) error {
+	for range 8 {
+		s, err := r.snapshot(ctx, c)
+		if err != nil {
+			return err
+		}
+		if s.mark != mark {
+			return errWindowMoved
+		}
+		have := s.granted
+		if suffix == returnsKey {
+			have = s.returned
+		}
+		if have >= target {
+			return nil
+		}
+		items := []accounting.ReserveItem{{Counter: bookkeeping(*c, suffix, target), Amount: target - have}}
+		if also != nil {
+			items = append(items, accounting.ReserveItem{Counter: withLimit(*also, unlimited), Amount: target - have})
+		}
+		ok, err := r.charge(ctx, mark, items)
+		if err != nil || ok {
+			return err
+		}
+	}
+	return fmt.Errorf("regions: could not bring %s%s to %d", c.Key, suffix, target)
+}
+
+// errWindowMoved reports that the store moved to the next window during
+// an operation on the last one: the operation is moot.
+var errWindowMoved = errors.New("regions: the store's window moved")
+
+// charge reserves items in window mark and keeps the charge (dropping the
+// reservation's record); it reports false if they did not fit. A charge
+// the store made in another window is released.
+func (r *Region) charge(ctx context.Context, mark int64, items []accounting.ReserveItem) (bool, error) {
+	id := r.nextID()
+	req := accounting.ReserveRequest{ID: id, Items: items}
+	res, err := r.store.Reserve(ctx, req)
+	if err != nil {
+		if !errors.Is(err, accounting.ErrNotApplied) {
+			// It may have landed: undo it, or keep it from landing.
+			_, _ = r.store.Release(context.WithoutCancel(ctx), req)
+		}
+		return false, err
+	}
+	if !res.Admitted {
+		return false, nil
+	}
+	for _, st := range res.States {
+		if st.Mark != mark {
+			_, err := r.store.Release(context.WithoutCancel(ctx), req)
+			return false, errors.Join(errWindowMoved, err)
+		}
+	}
+	r.drop(ctx, id, items, res.States)
+	return true, nil
+}
+
+// drop deletes a reservation's record, keeping its charges.
+func (r *Region) drop(ctx context.Context, id string, items []accounting.ReserveItem, states []accounting.CounterState) {
+	settle := accounting.SettleRequest{ID: id, Items: make([]accounting.SettleItem, len(items))}
+	for i, it := range items {
+		settle.Items[i] = accounting.SettleItem{Counter: it.Counter, Reserved: it.Amount, Actual: it.Amount, Mark: states[i].Mark}
+	}
+	// A record left behind costs memory until accounting.RecordTTL, and
+	// nothing else.
+	_ = r.store.Settle(context.WithoutCancel(ctx), settle)
+}
+
+func (r *Region) nextID() string {
+	return r.idPrefix + strconv.FormatUint(r.idSeq.Add(1), 36)
+}

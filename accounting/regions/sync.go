@@ -1,0 +1,147 @@
+package regions
+
+import (
+	"context"
+	"time"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+)
+
+// The region's background work: reporting, acquiring ahead, giving back.
+
+// Sync reports the region's use of every counter it leases to the
+// ledger, which renews its leases; applies what the ledger reclaimed;
+// acquires a chunk for a counter with less than half a chunk left, and
+// gives back all but two chunks when more than three are unused.
+// [Region.Run] calls it every SyncInterval; the first error is
+// returned, the other counters synced regardless.
+func (r *Region) Sync(ctx context.Context) error {
+	var first error
+	for _, lc := range r.all() {
+		if err := r.syncOne(ctx, lc); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (r *Region) all() []*leased {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*leased, 0, len(r.counters))
+	for _, lc := range r.counters {
+		out = append(out, lc)
+	}
+	return out
+}
+
+func (r *Region) syncOne(ctx context.Context, lc *leased) error {
+	if !lc.take(ctx) {
+		return ctx.Err()
+	}
+	defer lc.done()
+	sent := r.now()
+	s, err := r.snapshot(ctx, &lc.c)
+	if err != nil {
+		return err
+	}
+	chunk := r.chunkOf(&lc.c)
+	left := s.granted - s.used
+	if left > 3*chunk {
+		if s, err = r.giveBack(ctx, lc, s, left-2*chunk); err != nil {
+			return err
+		}
+	}
+	h, err := r.ledger.Report(ctx, r.name, r.window(&lc.c, s.mark), s.used-s.returned, s.returned)
+	if err != nil {
+		r.ledgerFailed(lc, "report", sent, err)
+		return err
+	}
+	r.m.reclaimed(h.Reclaimed)
+	if left, err = r.apply(ctx, lc, &s, h, sent); err != nil {
+		return err
+	}
+	if left < chunk/2+1 {
+		if _, err := r.acquire(ctx, lc, s, chunk, sent); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// giveBack makes amount of the region's unused cap on lc unspendable in
+// its store (charged to the counter, and counted as returned), before
+// the report that tells the ledger: the ledger can then give it to
+// another region without the region ever spending it too. A crash
+// between the two loses amount for the window, until the next report of
+// any replica tells the ledger; it never overspends. It returns the
+// snapshot after.
+func (r *Region) giveBack(ctx context.Context, lc *leased, s snapshot, amount int64) (snapshot, error) {
+	ok, err := r.charge(ctx, s.mark, []accounting.ReserveItem{
+		{Counter: withLimit(lc.c, s.granted), Amount: amount},
+		{Counter: bookkeeping(lc.c, returnsKey, unlimited), Amount: amount},
+	})
+	if err != nil || !ok {
+		// Spent meanwhile: nothing to give back now.
+		return s, err
+	}
+	r.m.returnedAdd(lc.c.Key, amount)
+	s.used += amount
+	s.returned += amount
+	return s, nil
+}
+
+// Close gives back everything this region holds unused and tells the
+// ledger, so that the other regions can have it at once rather than
+// after the lease lapses. The region's other replicas, if any, acquire
+// again what they need.
+func (r *Region) Close(ctx context.Context) error {
+	var first error
+	for _, lc := range r.all() {
+		err := ctx.Err()
+		if lc.take(ctx) {
+			err = r.closeOne(ctx, lc)
+			lc.done()
+		}
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (r *Region) closeOne(ctx context.Context, lc *leased) error {
+	sent := r.now()
+	s, err := r.snapshot(ctx, &lc.c)
+	if err != nil {
+		return err
+	}
+	if left := s.granted - s.used; left > 0 {
+		if s, err = r.giveBack(ctx, lc, s, left); err != nil {
+			return err
+		}
+	}
+	h, err := r.ledger.Report(ctx, r.name, r.window(&lc.c, s.mark), s.used-s.returned, s.returned)
+	if err != nil {
+		r.ledgerFailed(lc, "report", sent, err)
+		return err
+	}
+	_, err = r.apply(ctx, lc, &s, h, sent)
+	return err
+}
+
+// Run syncs every SyncInterval until ctx ends.
+func (r *Region) Run(ctx context.Context) {
+	t := time.NewTicker(r.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := r.Sync(ctx); err != nil {
+				r.log.Warn("region sync failed", "region", r.name, "err", err)
+			}
+		}
+	}
+}
