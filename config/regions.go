@@ -75,10 +75,10 @@ func (c *Config) regions(f *file, p *problems) {
 		}
 		r.Ledger.Timeout = max(d, 0)
 	}
-	if lf.HashTag != "" || len(lf.ClusterAddrs) > 0 {
+	if lf.HashTag != "" || len(lf.ClusterAddrs) > 0 || lf.ShardBy != "" {
 		// A few small hashes, one call a sync interval per replica: one
 		// server (with Sentinel for failover) carries it.
-		p.add("regions.ledger", "the ledger runs on one Redis server or a Sentinel-monitored one, not a cluster (no cluster_addrs or hash_tag)")
+		p.add("regions.ledger", "the ledger runs on one Redis server or a Sentinel-monitored one, not a cluster (no cluster_addrs, hash_tag or shard_by)")
 	}
 	if lf.AllowEviction {
 		// The ledger has no counters to lose to eviction: its records
