@@ -25,9 +25,9 @@
 // A library, unlike an EVAL script, defines its helper functions once,
 // when it is loaded, rather than on every call, and the code is written
 // for what Redis spends its time on: each call passes its items as one
-// string of packed doubles, reads the counters with one MGET, writes each
-// with one SET that keeps its expiry while it stands, and stores counters
-// as packed doubles. BenchmarkScriptCost measures every call's cost
+// string of packed doubles, reads the counters with one MGET, overwrites
+// each with one SETRANGE, which keeps its expiry while it stands, and
+// stores counters as packed doubles. BenchmarkScriptCost measures every call's cost
 // inside Redis next to a minimal all-or-nothing script. The library is
 // named after a hash of its code, so that replicas of different versions
 // sharing a Redis load theirs side by side (old versions' libraries stay
