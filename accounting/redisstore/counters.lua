@@ -42,11 +42,10 @@ local month_from, month_to, month_idx = 0, 0, 0
 -- its start.
 local function window(alg, p, t)
   if alg == ZONED then
-    local b = 4 * p - 4
-    local s1, s2 = zb[b + 2], zb[b + 3]
-    if t < s1 then return zb[b + 1], s1 end
+    local s0, s1, s2, s3 = sunpack('<dddd', zb, 32 * p - 31)
+    if t < s1 then return s0, s1 end
     if t < s2 then return s1, s2 end
-    return s2, zb[b + 4]
+    return s2, s3
   end
   if alg == MONTH then
     if t >= month_from and t < month_to then return month_idx, month_to end

@@ -136,16 +136,13 @@ local function setclock(arg)
   end
 end
 
--- zb holds the boundaries of the call's zoned items (ARGV[3]), false
--- when it has none.
+-- zb holds the boundaries of the call's zoned items as packed doubles
+-- (ARGV[3]), false when it has none. window reads the four of an item
+-- where they stand.
 local zb = false
 
 local function setzones(arg)
-  if arg then
-    zb = { sunpack(FMT[#arg / 8] or fmt(#arg / 8), arg) }
-  else
-    zb = false
-  end
+  zb = arg or false
 end
 
 -- count returns the number of items in ARGV[2], items of per doubles
