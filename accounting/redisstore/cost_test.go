@@ -95,7 +95,7 @@ var costMixes = []struct {
 
 // zonedLimits are fixed3 on a team's calendar: days and a month in time
 // zones, which take the fast paths as UTC windows do.
-func zonedLimits(b *testing.B) []accounting.Limit {
+func zonedLimits(b testing.TB) []accounting.Limit {
 	berlin, err1 := time.LoadLocation("Europe/Berlin")
 	newYork, err2 := time.LoadLocation("America/New_York")
 	if err1 != nil || err2 != nil {
