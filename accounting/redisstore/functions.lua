@@ -25,6 +25,30 @@ local function flush(keys, n)
   end
 end
 
+-- moved_on is slot_add and save for a charge of amount to the current
+-- slot cur of a sliding window whose newest slot sn is older, read from
+-- its stored value val: it returns the amount of the slots that stay in
+-- the window, the new value (the header, zeros for the slots between,
+-- the old slots that stay; zeros at the old end dropped) and its expiry.
+-- The old slots are read where they stand and copied as bytes.
+local function moved_on(val, sn, cur, amount, period)
+  local d = cur - sn
+  -- Old slot j (slot sn-j+1) stays while j <= RING - d.
+  local keep = RING - d
+  local m = #val / 8 - 2
+  if keep > m then keep = m end
+  local u, last = 0, 0
+  for j = 1, keep do
+    local x = sunpack('<d', val, 9 + 8 * j)
+    if x > 0 then u, last = u + x, j end
+  end
+  local value = spack('<ddd', cur, u + amount, amount)
+  if last > 0 then
+    value = value .. rep(ZERO, d - 1) .. sub(val, 17, 16 + 8 * last)
+  end
+  return u, value, px((cur + RING) * period - now)
+end
+
 -- The struct formats of one item of tw_reserve and of tw_settle.
 local ITEM5, ITEM6 = '<ddddd', '<dddddd'
 
@@ -76,9 +100,19 @@ local function fast_reserve(keys, vals, arg, n)
       local cur = now / period
       cur = cur - cur % 1
       local sn, total, head = sunpack('<ddd', val)
-      if sn ~= cur or amount > limit or total + amount > limit then return false end
-      -- Slot n is the current one: only the header changes.
-      levels[i], wkind[i], wval[i] = total + amount, RANGE, spack('<ddd', cur, total + amount, head + amount)
+      if amount > limit then return false end
+      if sn == cur then
+        if total + amount > limit then return false end
+        -- Slot n is the current one: only the header changes.
+        levels[i], wkind[i], wval[i] = total + amount, RANGE, spack('<ddd', cur, total + amount, head + amount)
+      elseif sn < cur then
+        local u, value, ms = moved_on(val, sn, cur, amount, period)
+        if u + amount > limit then return false end
+        levels[i], wkind[i], wval[i], wms[i] = u + amount, EXPIRING, value, ms
+      else
+        -- A clock that went back: the general path.
+        return false
+      end
     elseif alg == LEASES or alg == LIFETIME then
       -- Leases and lifetime budgets take the general path.
       return false

@@ -86,7 +86,7 @@ local SKIPPED = -2 ^ 60
 -- Redis's API and Lua's libraries are globals of a call, not of loading:
 -- the first call binds them.
 local call, spack, sunpack, floor, format, byte, sub, rep
-local RECORD_PX, FMT
+local RECORD_PX, FMT, ZERO
 
 local function init()
   call, spack, sunpack = redis.call, struct.pack, struct.unpack
@@ -94,6 +94,7 @@ local function init()
   format, byte, sub, rep = string.format, string.byte, string.sub, string.rep
   RECORD_PX = format('%d', math.ceil(RECORD_TTL / 1000))
   FMT = {}
+  ZERO = spack('<d', 0)
 end
 
 -- fmt returns the struct format of k doubles.
