@@ -327,10 +327,25 @@ local function fast_settle(keys, vals, arg, n)
       end
       if mark >= cur - SLOTS or delta > 0 then
         local sn, total, head = sunpack('<ddd', val)
-        if sn ~= target then return false end
-        local h = head + delta
-        if h < 0 then h = 0 end
-        wkind[i], wval[i] = RANGE, spack('<ddd', sn, total + (h - head), h)
+        if sn == target then
+          local h = head + delta
+          if h < 0 then h = 0 end
+          wkind[i], wval[i] = RANGE, spack('<ddd', sn, total + (h - head), h)
+        elseif sn > target then
+          -- An older slot (a request that outlasted its slot, while
+          -- others moved the window on): the total and that slot change,
+          -- in place, unless it is the oldest one kept and becomes
+          -- zero, which save would drop.
+          local j = sn - target + 1
+          if j > #val / 8 - 2 then return false end
+          local x = sunpack('<d', val, 9 + 8 * j)
+          local y = x + delta
+          if y < 0 then y = 0 end
+          if y <= 0 and j == #val / 8 - 2 then return false end
+          wkind[i], wval[i] = RANGE, spack('<dd', sn, total + (y - x)) .. sub(val, 17, 8 * j + 8) .. spack('<d', y)
+        else
+          return false
+        end
       end
     else
       local idx, e = window(alg, period, now)
