@@ -54,14 +54,15 @@ local ITEM5, ITEM6 = '<ddddd', '<dddddd'
 
 -- fast_reserve is reserve for what nearly every call is: items on
 -- distinct keys that all fit, each a fixed window or calendar month, a
--- token bucket, or a sliding window charged in its newest slot. It checks
--- every item in one loop, planning its write (wkind, wval, wms: see flush),
--- and writes them all once every item fits, with no state tables; it
--- gives up (false, having written nothing) on anything else, which
--- reserve then does the general way. The arithmetic is the general
--- path's (state, level, the charge and save), item for item. It reads
--- each item from arg (ARGV[2]) where it stands rather than unpacking
--- them all into a table.
+-- token bucket, or a sliding window charged in its newest slot or a
+-- newer one (see moved_on). It checks every item in one loop, planning
+-- its write (wkind, wval, wms: see flush), and writes them all once
+-- every item fits, with no state tables; it gives up (false, having
+-- written nothing) on anything else, which reserve then does the
+-- general way. The arithmetic is the general path's (state, level, the
+-- charge and save), item for item. It reads each item from arg
+-- (ARGV[2]) where it stands rather than unpacking them all into a
+-- table.
 local function fast_reserve(keys, vals, arg, n)
   if not distinct(keys, n) then return false end
   local pos = 1
@@ -281,7 +282,7 @@ end
 
 -- fast_settle is settle_call's loop for what nearly every settlement is:
 -- items on distinct keys, each a fixed window or calendar month, a token
--- bucket, or a sliding window corrected in its newest slot. Like
+-- bucket, or a sliding window corrected in a slot it keeps. Like
 -- fast_reserve, it plans every item's write (see flush) before making
 -- any, gives up (false, having written nothing) on anything else, and
 -- follows the general path's arithmetic (state, settle, save).
