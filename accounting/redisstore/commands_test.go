@@ -31,7 +31,7 @@ func TestCommandsPerCall(t *testing.T) {
 	admin := adminClient(t, srv)
 	s := newStore(t, srv, Options{})
 	ctx := context.Background()
-	// Mid-window for every limit below, so that nothing rolls over.
+	// A frozen clock: no window or slot moves between the lifecycles.
 	s.frozen.Store(time.Date(2026, time.November, 30, 12, 0, 0, 0, time.UTC).UnixMicro())
 
 	cases := append(costMixes[:len(costMixes):len(costMixes)], struct {
