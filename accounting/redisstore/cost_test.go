@@ -91,11 +91,21 @@ var costMixes = []struct {
 		{Name: "global", Algorithm: accounting.TokenBucket, Limit: 1 << 50, Window: time.Minute},
 	}},
 	{"bench4", benchLimits},
+	{"sliding3", []accounting.Limit{
+		{Name: "user-tpm", Scope: []string{"user"}, Algorithm: accounting.SlidingWindow, Limit: 1 << 50, Window: time.Minute},
+		{Name: "tenant-tpm", Scope: []string{"tenant"}, Algorithm: accounting.SlidingWindow, Limit: 1 << 50, Window: time.Minute},
+		{Name: "tenant-tph", Scope: []string{"tenant"}, Algorithm: accounting.SlidingWindow, Limit: 1 << 50, Window: time.Hour},
+	}},
+	{"bucket3", []accounting.Limit{
+		{Name: "user-tpm", Scope: []string{"user"}, Algorithm: accounting.TokenBucket, Limit: 1 << 50, Window: time.Minute},
+		{Name: "tenant-tpm", Scope: []string{"tenant"}, Algorithm: accounting.TokenBucket, Limit: 1 << 50, Window: time.Minute},
+		{Name: "global", Algorithm: accounting.TokenBucket, Limit: 1 << 50, Window: time.Minute},
+	}},
 }
 
 // zonedLimits are fixed3 on a team's calendar: days and a month in time
 // zones, which take the fast paths as UTC windows do.
-func zonedLimits(b *testing.B) []accounting.Limit {
+func zonedLimits(b testing.TB) []accounting.Limit {
 	berlin, err1 := time.LoadLocation("Europe/Berlin")
 	newYork, err2 := time.LoadLocation("America/New_York")
 	if err1 != nil || err2 != nil {

@@ -42,11 +42,10 @@ local month_from, month_to, month_idx = 0, 0, 0
 -- its start.
 local function window(alg, p, t)
   if alg == ZONED then
-    local b = 4 * p - 4
-    local s1, s2 = zb[b + 2], zb[b + 3]
-    if t < s1 then return zb[b + 1], s1 end
+    local s0, s1, s2, s3 = sunpack('<dddd', zb, 32 * p - 31)
+    if t < s1 then return s0, s1 end
     if t < s2 then return s1, s2 end
-    return s2, zb[b + 4]
+    return s2, s3
   end
   if alg == MONTH then
     if t >= month_from and t < month_to then return month_idx, month_to end
@@ -82,25 +81,41 @@ local function stale(t, at, cap, rate)
   return (cap - t) / rate <= now - at
 end
 
--- bucket_write writes a bucket holding t, last refilled at at, whose key
--- the stored keep says is kept until then (new: whether it has no key).
--- The key's expiry is memstore's (full_in from now) made a tenth of the
--- period longer, and only moved when it falls short, so that a busy
--- bucket sets it once per tenth of its capacity, not per charge.
-local function bucket_write(key, t, at, keep, new, cap, rate, period)
+-- How a counter's new value is written: SETRANGE over its first bytes
+-- (the key keeps its expiry; Redis answers with an integer, which costs
+-- Lua less than SET's status reply), SET with a new expiry, or DEL.
+local RANGE, EXPIRING, GONE = 1, 2, 3
+
+-- write writes a counter's new value as kind says (nothing for any other
+-- kind); ms is the expiry of EXPIRING.
+local function write(key, kind, val, ms)
+  if kind == RANGE then
+    call('SETRANGE', key, '0', val)
+  elseif kind == EXPIRING then
+    call('SET', key, val, 'PX', ms)
+  elseif kind == GONE then
+    call('DEL', key)
+  end
+end
+
+-- bucket_value is how to write a bucket holding t, last refilled at at,
+-- whose key the stored keep says is kept until then (new: whether it has
+-- no key): write's kind, value and expiry. The key's expiry is memstore's
+-- (full_in from now) made a tenth of the period longer, and only moved
+-- when it falls short, so that a busy bucket sets it once per tenth of
+-- its capacity, not per charge.
+local function bucket_value(t, at, keep, new, cap, rate, period)
   if t >= cap then
     -- Full: the same as no key at all.
-    call('DEL', key)
-    return
+    return GONE
   end
   local x = (cap - t) / rate
   if not new and x <= keep - now then
-    call('SET', key, spack('<ddd', t, at, keep), 'KEEPTTL')
-    return
+    return RANGE, spack('<ddd', t, at, keep)
   end
   local life = ceiling(x) + period / SLOTS
   keep = now + life
-  call('SET', key, spack('<ddd', t, at, keep - keep % 1), 'PX', px(life))
+  return EXPIRING, spack('<ddd', t, at, keep - keep % 1), px(life)
 end
 
 -- full_in is memstore's bucketFullIn: µs until the bucket is full.
@@ -445,12 +460,14 @@ local function save(n)
       st.dirty = false
       local alg, key = st.alg, st.key
       if alg == BUCKET then
-        bucket_write(key, st.t, st.at, st.keep, st.ttl, st.cap, st.rate, st.period)
+        write(key, bucket_value(st.t, st.at, st.keep, st.ttl, st.cap, st.rate, st.period))
       elseif alg == SLIDING then
         local v
         local a = st.a
-        if not a then
+        if not a and not st.ttl then
           -- Only the header changed.
+          write(key, RANGE, spack('<ddd', st.n, st.total, st.head))
+        elseif not a then
           v = spack('<ddd', st.n, st.total, st.head)
           if st.m > 1 then v = v .. sub(st.raw, 25) end
         else
@@ -461,15 +478,17 @@ local function save(n)
           for j = 1, m do total = total + a[j] end
           v = spack(FMT[m + 2] or fmt(m + 2), st.n, total, unpack(a, 1, m))
         end
-        if st.ttl then
+        if not v then
+          -- Written above.
+        elseif st.ttl then
           call('SET', key, v, 'PX', px((st.n + RING) * st.period - now))
         else
           call('SET', key, v, 'KEEPTTL')
         end
       elseif st.ttl then
-        call('SET', key, spack('<dd', st.w, st.u), 'PX', px(st.e - now))
+        write(key, EXPIRING, spack('<dd', st.w, st.u), px(st.e - now))
       else
-        call('SET', key, spack('<dd', st.w, st.u), 'KEEPTTL')
+        write(key, RANGE, spack('<dd', st.w, st.u))
       end
     end
   end

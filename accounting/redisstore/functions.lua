@@ -1,26 +1,77 @@
 -- functions.lua follows counters.lua: the library's functions.
 
--- fast_reserve is reserve for what nearly every call is: items on
--- distinct keys that all fit, each a fixed window or calendar month, a
--- token bucket, or a sliding window charged in its newest slot. It checks
--- every item in one loop and charges and writes them in another, with no
--- state tables, and gives up (false, having written nothing) on anything
--- else, which reserve then does the general way. The arithmetic is the
--- general path's (state, level, the charge and save), item for item. For
--- each item it keeps the level and the new state: a bucket's tokens,
--- refill time, kept-until time and whether it is new (fa, fb, fc, fd); a
--- sliding window's total, newest amount, stored value and newest slot; a
--- fixed window's index, whether it moved, and its end.
-local function fast_reserve(keys, vals, v, n)
+-- distinct reports whether the first n keys are distinct: the fast paths
+-- take only items on distinct keys.
+local function distinct(keys, n)
   for i = 2, n do
     local key = keys[i]
     for j = 1, i - 1 do
       if keys[j] == key then return false end
     end
   end
+  return true
+end
+
+-- flush writes what a fast path planned for items 1..n: wkind[i] is write's
+-- kind, wval[i] the value and wms[i] the expiry.
+local function flush(keys, n)
   for i = 1, n do
-    local b = 5 * i - 5
-    local alg, limit, cap, period, amount = v[b + 1], v[b + 2], v[b + 3], v[b + 4], v[b + 5]
+    local kind = wkind[i]
+    if kind == RANGE then
+      call('SETRANGE', keys[i], '0', wval[i])
+    elseif kind ~= 0 then
+      write(keys[i], kind, wval[i], wms[i])
+    end
+  end
+end
+
+-- moved_on is slot_add and save for a charge of amount to the current
+-- slot cur of a sliding window whose newest slot sn is older, read from
+-- its stored value val: it returns the amount of the slots that stay in
+-- the window, the new value (the header, zeros for the slots between,
+-- the old slots that stay; zeros at the old end dropped) and its expiry.
+-- The old slots are read where they stand and copied as bytes.
+local function moved_on(val, sn, cur, amount, period)
+  local d = cur - sn
+  -- Old slot j (slot sn-j+1) stays while j <= RING - d.
+  local keep = RING - d
+  local m = #val / 8 - 2
+  if keep > m then keep = m end
+  local u, last = 0, 0
+  for j = 1, keep do
+    local x = sunpack('<d', val, 9 + 8 * j)
+    if x > 0 then u, last = u + x, j end
+  end
+  local value = spack('<ddd', cur, u + amount, amount)
+  if last > 0 then
+    value = value .. rep(ZERO, d - 1) .. sub(val, 17, 16 + 8 * last)
+  end
+  return u, value, px((cur + RING) * period - now)
+end
+
+-- The struct formats of one item of tw_reserve and of tw_settle.
+local ITEM5, ITEM6 = '<ddddd', '<dddddd'
+
+-- fast_reserve is reserve for what nearly every call is: items on
+-- distinct keys that all fit, each a fixed window or calendar month, a
+-- token bucket, or a sliding window charged in its newest slot or a
+-- newer one (see moved_on). It checks every item in one loop, planning
+-- its write (wkind, wval, wms: see flush), and writes them all once
+-- every item fits, with no state tables; it gives up (false, having
+-- written nothing) on anything else, which reserve then does the
+-- general way. The arithmetic is the general path's (state, level, the
+-- charge and save), item for item. It reads each item from arg
+-- (ARGV[2]) where it stands rather than unpacking them all into a
+-- table.
+local function fast_reserve(keys, vals, arg, n)
+  if not distinct(keys, n) then return false end
+  local pos = 1
+  for i = 1, n do
+    local alg, limit, cap, period, amount
+    alg, limit, cap, period, amount, pos = sunpack(ITEM5, arg, pos)
+    -- An optional item takes the fast path only when it fits, which is
+    -- then the same as a required one.
+    if alg >= OPTIONAL then alg = alg - OPTIONAL end
     local val = vals[i]
     if alg == BUCKET then
       local rate = limit / period
@@ -43,14 +94,26 @@ local function fast_reserve(keys, vals, v, n)
       end
       if amount > t or amount > cap then return false end
       t = t - amount
-      levels[i], fa[i], fb[i], fc[i], fd[i] = t, t, at, keep, not val
+      levels[i] = t
+      wkind[i], wval[i], wms[i] = bucket_value(t, at, keep, not val, cap, rate, period)
     elseif alg == SLIDING then
       if not val then return false end
       local cur = now / period
       cur = cur - cur % 1
       local sn, total, head = sunpack('<ddd', val)
-      if sn ~= cur or amount > limit or total + amount > limit then return false end
-      levels[i], fa[i], fb[i], fc[i], fd[i] = total + amount, total + amount, head + amount, val, cur
+      if amount > limit then return false end
+      if sn == cur then
+        if total + amount > limit then return false end
+        -- Slot n is the current one: only the header changes.
+        levels[i], wkind[i], wval[i] = total + amount, RANGE, spack('<ddd', cur, total + amount, head + amount)
+      elseif sn < cur then
+        local u, value, ms = moved_on(val, sn, cur, amount, period)
+        if u + amount > limit then return false end
+        levels[i], wkind[i], wval[i], wms[i] = u + amount, EXPIRING, value, ms
+      else
+        -- A clock that went back: the general path.
+        return false
+      end
     elseif alg == LEASES or alg == LIFETIME then
       -- Leases and lifetime budgets take the general path.
       return false
@@ -66,30 +129,18 @@ local function fast_reserve(keys, vals, v, n)
       end
       local w, u = false, 0
       if val then w, u = sunpack('<dd', val) end
-      local moved = w ~= idx
-      if moved then u = 0 end
-      if u + amount > limit then return false end
-      levels[i], fa[i], fb[i], fc[i] = u + amount, idx, moved, e
+      if w ~= idx then
+        -- A new window, where amount <= limit fits.
+        levels[i], wkind[i], wval[i], wms[i] = amount, EXPIRING, spack('<dd', idx, amount), px(e - now)
+      else
+        u = u + amount
+        if u > limit then return false end
+        levels[i], wkind[i], wval[i] = u, RANGE, spack('<dd', idx, u)
+      end
     end
   end
   if not write_record(keys[n + 1]) then return spack('<d', -1) end
-  for i = 1, n do
-    local b = 5 * i - 5
-    local alg, key = v[b + 1], keys[i]
-    if alg == BUCKET then
-      bucket_write(key, fa[i], fb[i], fc[i], fd[i], v[b + 3], v[b + 2] / v[b + 4], v[b + 4])
-    elseif alg == SLIDING then
-      -- Slot n is the current one: only the header changes.
-      local raw = fc[i]
-      local val = spack('<ddd', fd[i], fa[i], fb[i])
-      if #raw > 24 then val = val .. sub(raw, 25) end
-      call('SET', key, val, 'KEEPTTL')
-    elseif fb[i] then
-      call('SET', key, spack('<dd', fa[i], levels[i]), 'PX', px(fc[i] - now))
-    else
-      call('SET', key, spack('<dd', fa[i], levels[i]), 'KEEPTTL')
-    end
-  end
+  flush(keys, n)
   return spack(FMT[2 + n] or fmt(2 + n), 1, now, unpack(levels, 1, n))
 end
 
@@ -129,8 +180,12 @@ local function reserve(keys, args)
   if not call then init() end
   setclock(args[1])
   setzones(args[3])
-  local v, n = items(args[2], 5)
+  local n = count(args[2], 5)
   member = keys[n + 1]
+  local vals = load(keys, n)
+  local answer = fast_reserve(keys, vals, args[2], n)
+  if answer then return answer end
+  local v = items(args[2], 5)
   for i = 1, n do
     local b = 5 * i - 4
     local code = v[b]
@@ -140,9 +195,6 @@ local function reserve(keys, args)
       opt[i] = false
     end
   end
-  local vals = load(keys, n)
-  local answer = fast_reserve(keys, vals, v, n)
-  if answer then return answer end
   local admitted, skipped = true, false
   for i = 1, n do
     local b = 5 * i - 5
@@ -228,34 +280,24 @@ local function reserve(keys, args)
   return spack(fmt(#r), unpack(r))
 end
 
--- What fast_settle writes back for an item.
-local NOTHING, BUCKET_STATE, SLOT_HEADER, WINDOW_STATE = 0, 1, 2, 3
-
 -- fast_settle is settle_call's loop for what nearly every settlement is:
 -- items on distinct keys, each a fixed window or calendar month, a token
--- bucket, or a sliding window corrected in its newest slot. Like
--- fast_reserve, it gives up (false, having written nothing) on anything
--- else, and follows the general path's arithmetic (state, settle, save).
--- For each item it keeps what to write (fd) and the new state: a bucket's
--- tokens, refill time, kept-until time and whether it is new (fa, fb, fc,
--- fe); a sliding window's total, newest amount, stored value and newest
--- slot; a fixed window's index, usage, end and whether it moved.
-local function fast_settle(keys, vals, v, n)
-  for i = 2, n do
-    local key = keys[i]
-    for j = 1, i - 1 do
-      if keys[j] == key then return false end
-    end
-  end
+-- bucket, or a sliding window corrected in a slot it keeps. Like
+-- fast_reserve, it plans every item's write (see flush) before making
+-- any, gives up (false, having written nothing) on anything else, and
+-- follows the general path's arithmetic (state, settle, save).
+local function fast_settle(keys, vals, arg, n)
+  if not distinct(keys, n) then return false end
+  local pos = 1
   for i = 1, n do
-    local b = 6 * i - 6
-    local alg, cap, period, delta, mark = v[b + 1], v[b + 3], v[b + 4], v[b + 5], v[b + 6]
+    local alg, limit, cap, period, delta, mark
+    alg, limit, cap, period, delta, mark, pos = sunpack(ITEM6, arg, pos)
     local val = vals[i]
-    fd[i] = NOTHING
+    wkind[i] = 0
     if delta == 0 then
       -- Nothing to book.
     elseif alg == BUCKET then
-      local rate = v[b + 2] / period
+      local rate = limit / period
       local t, at, keep
       if val then
         t, at, keep = sunpack('<ddd', val)
@@ -270,7 +312,7 @@ local function fast_settle(keys, vals, v, n)
       end
       t = t - delta
       if t > cap then t = cap end
-      fd[i], fa[i], fb[i], fc[i], fe[i] = BUCKET_STATE, t, at, keep, not val
+      wkind[i], wval[i], wms[i] = bucket_value(t, at, keep, not val, cap, rate, period)
     elseif alg == LEASES or alg == LIFETIME then
       -- Leases and lifetime budgets take the general path.
       return false
@@ -286,10 +328,25 @@ local function fast_settle(keys, vals, v, n)
       end
       if mark >= cur - SLOTS or delta > 0 then
         local sn, total, head = sunpack('<ddd', val)
-        if sn ~= target then return false end
-        local h = head + delta
-        if h < 0 then h = 0 end
-        fd[i], fa[i], fb[i], fc[i], fe[i] = SLOT_HEADER, total + (h - head), h, val, sn
+        if sn == target then
+          local h = head + delta
+          if h < 0 then h = 0 end
+          wkind[i], wval[i] = RANGE, spack('<ddd', sn, total + (h - head), h)
+        elseif sn > target then
+          -- An older slot (a request that outlasted its slot, while
+          -- others moved the window on): the total and that slot change,
+          -- in place, unless it is the oldest one kept and becomes
+          -- zero, which save would drop.
+          local j = sn - target + 1
+          if j > #val / 8 - 2 then return false end
+          local x = sunpack('<d', val, 9 + 8 * j)
+          local y = x + delta
+          if y < 0 then y = 0 end
+          if y <= 0 and j == #val / 8 - 2 then return false end
+          wkind[i], wval[i] = RANGE, spack('<dd', sn, total + (y - x)) .. sub(val, 17, 8 * j + 8) .. spack('<d', y)
+        else
+          return false
+        end
       end
     else
       local idx, e = window(alg, period, now)
@@ -300,28 +357,15 @@ local function fast_settle(keys, vals, v, n)
       if mark == idx or delta > 0 then
         u = u + delta
         if u < 0 then u = 0 end
-        fd[i], fa[i], fb[i], fc[i], fe[i] = WINDOW_STATE, idx, u, e, moved
+        if moved then
+          wkind[i], wval[i], wms[i] = EXPIRING, spack('<dd', idx, u), px(e - now)
+        else
+          wkind[i], wval[i] = RANGE, spack('<dd', idx, u)
+        end
       end
     end
   end
-  for i = 1, n do
-    local what, key = fd[i], keys[i]
-    if what == BUCKET_STATE then
-      local b = 6 * i - 6
-      bucket_write(key, fa[i], fb[i], fc[i], fe[i], v[b + 3], v[b + 2] / v[b + 4], v[b + 4])
-    elseif what == SLOT_HEADER then
-      local raw = fc[i]
-      local val = spack('<ddd', fe[i], fa[i], fb[i])
-      if #raw > 24 then val = val .. sub(raw, 25) end
-      call('SET', key, val, 'KEEPTTL')
-    elseif what == WINDOW_STATE then
-      if fe[i] then
-        call('SET', key, spack('<dd', fa[i], fb[i]), 'PX', px(fc[i] - now))
-      else
-        call('SET', key, spack('<dd', fa[i], fb[i]), 'KEEPTTL')
-      end
-    end
-  end
+  flush(keys, n)
   return true
 end
 
@@ -337,7 +381,7 @@ local function settle_call(keys, args)
   if not call then init() end
   setclock(args[1])
   setzones(args[3])
-  local v, n = items(args[2], 6)
+  local n = count(args[2], 6)
   local rkey = keys[n + 1]
   member = rkey
   local rec = call('GETDEL', rkey)
@@ -349,7 +393,8 @@ local function settle_call(keys, args)
     return 0
   end
   local vals = load(keys, n)
-  if fast_settle(keys, vals, v, n) then return 1 end
+  if fast_settle(keys, vals, args[2], n) then return 1 end
+  local v = items(args[2], 6)
   for i = 1, n do
     local b = 6 * i - 6
     settle(state(keys, vals, i, v[b + 1], v[b + 2], v[b + 3], v[b + 4]), v[b + 5], v[b + 6])

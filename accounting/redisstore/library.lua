@@ -26,15 +26,19 @@
 -- to 5k, and a table that grows is rebuilt at every power of two; a
 -- number formatted as text 2k, parsed by tonumber 2k; a call of a C
 -- function such as math.floor 700, of a Lua function 500; struct.pack or
--- unpack of three doubles 1.5k. So the code here keeps its tables across
--- calls (Redis runs one call at a time), takes its items as one string of
--- packed doubles and answers the same way (leaving the caller to derive
--- what it can), reads every counter with one MGET and writes each with
--- one SET that keeps its expiry unless the expiry must move, stores
--- counters as packed doubles (which also keeps a bucket's float tokens
--- bit for bit), lets a charge to a sliding window's current slot touch
--- only the value's first three doubles, and rounds with the % operator:
--- x - x % 1 is floor(x).
+-- unpack of three doubles 1.5k. A command's answer costs Lua too: a
+-- status such as SET's OK becomes a table, an integer or a missing value
+-- costs little, and a number passed as an argument is formatted with
+-- snprintf (2k), a string passed as it is. So the code here keeps its
+-- tables across calls (Redis runs one call at a time), takes its items as
+-- one string of packed doubles, read item by item where they stand, and
+-- answers the same way (leaving the caller to derive what it can), reads
+-- every counter with one MGET and overwrites each with one SETRANGE from
+-- offset '0' (which keeps the key's expiry and answers an integer) unless
+-- the expiry must move, stores counters as packed doubles (which also
+-- keeps a bucket's float tokens bit for bit), lets a charge to a sliding
+-- window's current slot touch only the value's first three doubles, and
+-- rounds with the % operator: x - x % 1 is floor(x).
 --
 -- Counter values, little-endian doubles:
 --   fixed window, calendar month: window index, used
@@ -82,7 +86,7 @@ local SKIPPED = -2 ^ 60
 -- Redis's API and Lua's libraries are globals of a call, not of loading:
 -- the first call binds them.
 local call, spack, sunpack, floor, format, byte, sub, rep
-local RECORD_PX, FMT
+local RECORD_PX, FMT, ZERO
 
 local function init()
   call, spack, sunpack = redis.call, struct.pack, struct.unpack
@@ -90,6 +94,7 @@ local function init()
   format, byte, sub, rep = string.format, string.byte, string.sub, string.rep
   RECORD_PX = format('%d', math.ceil(RECORD_TTL / 1000))
   FMT = {}
+  ZERO = spack('<d', 0)
 end
 
 -- fmt returns the struct format of k doubles.
@@ -105,10 +110,10 @@ end
 -- Scratch tables that every call reuses, Redis running one call at a time:
 -- levels holds each item's level (see reserve), opt whether it is
 -- optional, sts the items' states,
--- pool the state tables (item i's is pool[i]), and fa to fe what the fast
--- paths keep of each item between their two loops.
+-- pool the state tables (item i's is pool[i]), and wkind, wval and wms
+-- the write a fast path plans for each item (see flush).
 local levels, sts, pool, opt = {}, {}, {}, {}
-local fa, fb, fc, fd, fe = {}, {}, {}, {}, {}
+local wkind, wval, wms = {}, {}, {}
 
 -- now is the store's clock for the call (µs). pad lengthens key lifetimes
 -- under a frozen test clock, whose keys would otherwise expire on Redis's
@@ -132,25 +137,30 @@ local function setclock(arg)
   end
 end
 
--- zb holds the boundaries of the call's zoned items (ARGV[3]), false
--- when it has none.
+-- zb holds the boundaries of the call's zoned items as packed doubles
+-- (ARGV[3]), false when it has none. window reads the four of an item
+-- where they stand.
 local zb = false
 
 local function setzones(arg)
-  if arg then
-    zb = { sunpack(FMT[#arg / 8] or fmt(#arg / 8), arg) }
-  else
-    zb = false
-  end
+  zb = arg or false
+end
+
+-- count returns the number of items in ARGV[2], items of per doubles
+-- each.
+local function count(arg, per)
+  local n = #arg / (8 * per)
+  if n % 1 ~= 0 then error('tokenwarden: malformed items') end
+  return n
 end
 
 -- items unpacks ARGV[2], items of per doubles each: their values in one
 -- table, and their number.
 local function items(arg, per)
-  local k = #arg / 8
-  if k % per ~= 0 then error('tokenwarden: malformed items') end
-  if k == 0 then return nil, 0 end
-  return { sunpack(FMT[k] or fmt(k), arg) }, k / per
+  local n = count(arg, per)
+  if n == 0 then return nil, 0 end
+  local k = n * per
+  return { sunpack(FMT[k] or fmt(k), arg) }, n
 end
 
 -- ceiling is ceil(x) without a C call.

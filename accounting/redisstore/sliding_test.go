@@ -1,0 +1,90 @@
+package redisstore
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/internal/redistest"
+)
+
+// TestSlidingValue checks the stored value of a sliding window (the
+// newest slot, the total, the amounts newest first) after the writes the
+// fast paths make from its bytes: a charge in a slot after the newest,
+// and a settlement of an older slot. Both must leave the value the
+// general path would: zeros at the old end dropped. TestMatchesMemstore
+// checks the answers; this checks what Redis keeps.
+func TestSlidingValue(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := adminClient(t, srv)
+	s := newStore(t, srv, Options{})
+	ctx := context.Background()
+	start := time.Date(2026, time.November, 30, 12, 0, 0, 0, time.UTC)
+	l := accounting.Limit{Name: "tpm", Algorithm: accounting.SlidingWindow, Limit: 1_000_000, Window: time.Minute}
+	c := l.Counter(nil)
+	slot := time.Duration(accounting.SlotLength(&c)) * time.Microsecond
+	first := start.UnixMicro() / accounting.SlotLength(&c)
+
+	reserve := func(id string, amount int64) accounting.SettleRequest {
+		t.Helper()
+		req := accounting.ReserveRequest{ID: id, Items: []accounting.ReserveItem{{Counter: c, Amount: amount}}}
+		res, err := s.Reserve(ctx, req)
+		if err != nil || !res.Admitted {
+			t.Fatalf("reserve %s: admitted %v, err %v", id, res.Admitted, err)
+		}
+		return accounting.SettleRequest{ID: id, Items: []accounting.SettleItem{{Counter: c, Reserved: amount, Mark: res.States[0].Mark}}}
+	}
+	settle := func(sr accounting.SettleRequest, actual int64) {
+		t.Helper()
+		sr.Items[0].Actual = actual
+		if err := s.Settle(ctx, sr); err != nil {
+			t.Fatalf("settle %s: %v", sr.ID, err)
+		}
+	}
+	check := func(step string, want ...float64) {
+		t.Helper()
+		if got := packedValue(t, admin, c.Key); !slices.Equal(got, want) {
+			t.Errorf("%s: got %v, want %v", step, got, want)
+		}
+	}
+
+	f := float64(first)
+	s.frozen.Store(start.UnixMicro())
+	a := reserve("a", 100)
+	b := reserve("b", 50)
+	check("two charges in one slot", f, 150, 150)
+	s.frozen.Store(start.Add(3 * slot).UnixMicro())
+	cc := reserve("c", 7)
+	check("a charge three slots on", f+3, 157, 7, 0, 0, 150)
+	settle(a, 40)
+	check("a refund to the oldest slot", f+3, 97, 7, 0, 0, 90)
+	settle(b, 0)
+	check("another refund to the oldest slot", f+3, 47, 7, 0, 0, 40)
+	settle(cc, 7)
+	s.frozen.Store(start.Add(4 * slot).UnixMicro())
+	d := reserve("d", 5)
+	check("a charge one slot on", f+4, 52, 5, 7, 0, 0, 40)
+	s.frozen.Store(start.Add(5 * slot).UnixMicro())
+	reserve("e", 2)
+	check("another slot on", f+5, 54, 2, 5, 7, 0, 0, 40)
+	settle(d, 1)
+	check("a refund to a slot between", f+5, 50, 2, 1, 7, 0, 0, 40)
+
+	// A settlement that leaves the oldest slot empty: the value ends at
+	// the newest slot with an amount.
+	s2 := accounting.Limit{Name: "tpm2", Algorithm: accounting.SlidingWindow, Limit: 1_000_000, Window: time.Minute}
+	c = s2.Counter(nil)
+	s.frozen.Store(start.UnixMicro())
+	old := reserve("old", 30)
+	s.frozen.Store(start.Add(2 * slot).UnixMicro())
+	reserve("new", 4)
+	check("two slots", f+2, 34, 4, 0, 30)
+	settle(old, 0)
+	check("the oldest slot emptied", f+2, 4, 4)
+	// Eleven slots on, nothing of the old slots stays.
+	s.frozen.Store(start.Add(13 * slot).UnixMicro())
+	reserve("late", 9)
+	check("a charge a whole window on", f+13, 9, 9)
+}
