@@ -2,10 +2,12 @@ package regions
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/accounting/memstore"
 )
 
 // At the end of a month the budget is spent, so the region's last ask of
@@ -48,5 +50,57 @@ func TestAttackWindowTurnsAfterDry(t *testing.T) {
 				t.Errorf("first request of April: got admitted %v, want %v", res.Admitted, tt.admitted)
 			}
 		})
+	}
+}
+
+// countingStore counts the reservations made on a store.
+type countingStore struct {
+	accounting.Store
+	reserves atomic.Int64
+}
+
+func (c *countingStore) Reserve(ctx context.Context, req accounting.ReserveRequest) (accounting.ReserveResult, error) {
+	c.reserves.Add(1)
+	return c.Store.Reserve(ctx, req)
+}
+
+// Within a window, a spent budget still keeps refused requests from
+// asking again for RetryAfter: the store refused them in the cap's
+// window, so Grow takes the dry ledger's word at once, without reading
+// the region's store or calling the ledger. Each refusal costs its one
+// reservation.
+func TestAttackDryWithinWindowAsksNot(t *testing.T) {
+	rdb := startLedger(t)
+	l := &link{maxDelay: time.Microsecond}
+	rdb.AddHook(l)
+	clock := &simClock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
+	store := &countingStore{Store: memstore.New(memstore.Options{Now: clock.Now})}
+	region, err := New(Options{
+		Name: "eu", Store: store, Ledger: NewLedger(rdb, LedgerOptions{Now: clock.Now, Timeout: time.Minute}),
+		Chunk: 0.1, AcquireTimeout: 5 * time.Second, Now: clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := accounting.New(accounting.Options{Store: store, Limits: []accounting.Limit{globalLimit(1000)}, Regional: region})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lim.Close(context.Background()) })
+	eu := testRegion{region: region, lim: lim}
+	for eu.reserve(t, 100) {
+	}
+	calls, reserves := l.calls.Load(), store.reserves.Load()
+	const n = 20
+	for range n {
+		if eu.reserve(t, 100) {
+			t.Fatal("a request over the spent budget: got admitted, want refused")
+		}
+	}
+	if got := l.calls.Load() - calls; got != 0 {
+		t.Errorf("%d refusals within RetryAfter of a dry ledger: got %d ledger calls, want 0", n, got)
+	}
+	if got := store.reserves.Load() - reserves; got != n {
+		t.Errorf("%d refusals within RetryAfter of a dry ledger: got %d reservations on the store, want %d", n, got, n)
 	}
 }
