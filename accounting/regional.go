@@ -63,6 +63,9 @@ func (l *Limiter) leaseCaps(items []ReserveItem, reserved []reservedItem) []leas
 		}
 		caps[i].across, caps[i].limit = true, items[i].Limit
 		items[i].Limit, caps[i].mark = l.regional.Cap(&items[i].Counter)
+		// A region may hold more than the limit now is (a reload
+		// lowered it): no region spends past the limit itself.
+		items[i].Limit = min(items[i].Limit, caps[i].limit)
 	}
 	return caps
 }
