@@ -24,8 +24,10 @@ type Regional interface {
 	// charged in another window than the cap's: it acquires more of the
 	// global budget for the region, or learns the new window's cap,
 	// within its own bound on time, and reports whether amount may now
-	// fit.
-	Grow(ctx context.Context, c *Counter, amount int64) bool
+	// fit. mark is the window the store refused or charged amount in
+	// ([CounterState.Mark]): when it is not the cap's, the window has
+	// turned, whatever the region knew of the last one's budget.
+	Grow(ctx context.Context, c *Counter, amount, mark int64) bool
 }
 
 // errLeaseGrown makes reserve try once more: a counter kept across
@@ -61,6 +63,9 @@ func (l *Limiter) leaseCaps(items []ReserveItem, reserved []reservedItem) []leas
 		}
 		caps[i].across, caps[i].limit = true, items[i].Limit
 		items[i].Limit, caps[i].mark = l.regional.Cap(&items[i].Counter)
+		// A region may hold more than the limit now is (a reload
+		// lowered it): no region spends past the limit itself.
+		items[i].Limit = min(items[i].Limit, caps[i].limit)
 	}
 	return caps
 }
@@ -102,7 +107,7 @@ func (l *Limiter) leaseShort(ctx context.Context, req ReserveRequest, res Reserv
 		if grow {
 			for i, st := range res.States {
 				if caps[i].across && st.Mark != caps[i].mark && req.Items[i].Amount > 0 {
-					l.regional.Grow(ctx, caps[i].global(&req.Items[i]), req.Items[i].Amount)
+					l.regional.Grow(ctx, caps[i].global(&req.Items[i]), req.Items[i].Amount, st.Mark)
 				}
 			}
 		}
@@ -127,7 +132,7 @@ func (l *Limiter) leaseShort(ctx context.Context, req ReserveRequest, res Reserv
 		return false
 	}
 	it := &req.Items[short]
-	return l.regional.Grow(ctx, caps[short].global(it), it.Amount)
+	return l.regional.Grow(ctx, caps[short].global(it), it.Amount, res.States[short].Mark)
 }
 
 // validateRegional reports a limit kept across regions without a

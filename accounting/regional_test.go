@@ -80,7 +80,7 @@ type fakeRegion struct {
 
 func (f *fakeRegion) Cap(*accounting.Counter) (int64, int64) { return f.cap, f.mark }
 
-func (f *fakeRegion) Grow(_ context.Context, c *accounting.Counter, amount int64) bool {
+func (f *fakeRegion) Grow(_ context.Context, c *accounting.Counter, amount, _ int64) bool {
 	f.grows++
 	if c.Limit != 1000 {
 		panic("Grow got the cap for the limit, want the global limit")

@@ -42,6 +42,14 @@ func (c *Config) regions(f *file, p *problems) {
 		}
 		return
 	}
+	if c.Store.Redis == nil {
+		// The region's grants, returns and spending are counters in its
+		// store. A memory store is one replica's and dies with it: each
+		// replica, or one restarted, would raise its cap to all the
+		// ledger granted the region on a counter that starts at zero,
+		// and spend the budget again.
+		p.add("regions", "a region keeps its leases in its store, which its replicas must share and which must outlive a restart: needs store.type redis")
+	}
 	r := &Regions{Region: regions.Options{Name: rf.Name, Chunk: rf.LeaseChunk}}
 	for _, d := range []struct {
 		field string

@@ -7,11 +7,14 @@ import (
 	"github.com/tokenwarden/tokenwarden/accounting/regions"
 )
 
+// regionalStore is the store a region keeps its state in: a Redis its
+// replicas share.
+const regionalStore = "store: {type: redis, redis: {url: \"redis://r:6379\"}}\n"
+
 const regionsLimit = "{name: company, dimension: tokens, algorithm: fixed_window, limit: 1000000, window: month, across_regions: true}"
 
 func TestParseRegions(t *testing.T) {
-	c := parse(t, limitsConfig(regionsLimit)+`
-regions:
+	c := parse(t, limitsConfig(regionsLimit)+regionalStore+`regions:
   name: eu-west
   ledger: {url: "redis://ledger.example:6379/0", timeout: 500ms}
   lease_chunk: 0.1
@@ -36,14 +39,14 @@ regions:
 		t.Error("limits[0].across_regions: got false, want true")
 	}
 
-	d := parse(t, limitsConfig(regionsLimit)+"regions: {name: eu, ledger: {url: \"redis://l:6379\"}}\n")
+	d := parse(t, limitsConfig(regionsLimit)+regionalStore+"regions: {name: eu, ledger: {url: \"redis://l:6379\"}}\n")
 	if got := d.Regions.Ledger.Timeout; got != regions.DefaultLedgerTimeout {
 		t.Errorf("ledger timeout by default: got %s, want regions.DefaultLedgerTimeout (%s)", got, regions.DefaultLedgerTimeout)
 	}
 }
 
 func TestParseRegionsErrors(t *testing.T) {
-	section := "\nregions: {name: eu, ledger: {url: \"redis://l:6379\"}}\n"
+	section := "\n" + regionalStore + "regions: {name: eu, ledger: {url: \"redis://l:6379\"}}\n"
 	tests := []struct {
 		name   string
 		config string
@@ -55,21 +58,21 @@ func TestParseRegionsErrors(t *testing.T) {
 			"config: limits[0].across_regions: only a fixed_window limit (a calendar day or month included) can be kept across regions"},
 		{"scoped", limitsConfig("{name: a, dimension: tokens, scope: [model], algorithm: fixed_window, limit: 5, window: month, across_regions: true}") + section,
 			"config: limits[0].across_regions: a limit kept across regions has one global counter: it takes no scope"},
-		{"no name", limitsConfig(regionsLimit) + "\nregions: {ledger: {url: \"redis://l:6379\"}}\n",
+		{"no name", limitsConfig(regionsLimit) + "\n" + regionalStore + "regions: {ledger: {url: \"redis://l:6379\"}}\n",
 			`config: regions.name: "" must be 1-64 letters, digits, '_', '.' or '-'`},
-		{"no ledger", limitsConfig(regionsLimit) + "\nregions: {name: eu}\n",
+		{"no ledger", limitsConfig(regionsLimit) + "\n" + regionalStore + "regions: {name: eu}\n",
 			"config: regions.ledger.url: required, unless sentinel.master_name or cluster_addrs is set"},
-		{"ledger on a cluster", limitsConfig(regionsLimit) + "\nregions: {name: eu, ledger: {cluster_addrs: [\"a:1\"], hash_tag: t}}\n",
+		{"ledger on a cluster", limitsConfig(regionsLimit) + "\n" + regionalStore + "regions: {name: eu, ledger: {cluster_addrs: [\"a:1\"], hash_tag: t}}\n",
 			"config: regions.ledger: the ledger runs on one Redis server or a Sentinel-monitored one, not a cluster (no cluster_addrs, hash_tag or shard_by)"},
-		{"ledger sharded", limitsConfig(regionsLimit) + "\nregions: {name: eu, ledger: {url: \"redis://a:1\", shard_by: tenant}}\n",
+		{"ledger sharded", limitsConfig(regionsLimit) + "\n" + regionalStore + "regions: {name: eu, ledger: {url: \"redis://a:1\", shard_by: tenant}}\n",
 			"config: regions.ledger: the ledger runs on one Redis server or a Sentinel-monitored one, not a cluster (no cluster_addrs, hash_tag or shard_by)"},
-		{"bad chunk", limitsConfig(regionsLimit) + "\nregions: {name: eu, ledger: {url: \"redis://l:6379\"}, lease_chunk: 2}\n",
+		{"bad chunk", limitsConfig(regionsLimit) + "\n" + regionalStore + "regions: {name: eu, ledger: {url: \"redis://l:6379\"}, lease_chunk: 2}\n",
 			"config: regions.lease_chunk: 2 is outside (0, 1]"},
-		{"bad ttl", limitsConfig(regionsLimit) + "\nregions: {name: eu, ledger: {url: \"redis://l:6379\"}, lease_ttl: soon}\n",
+		{"bad ttl", limitsConfig(regionsLimit) + "\n" + regionalStore + "regions: {name: eu, ledger: {url: \"redis://l:6379\"}, lease_ttl: soon}\n",
 			`config: regions.lease_ttl: "soon" is not a positive duration`},
-		{"ttl within a sync", limitsConfig(regionsLimit) + "\nregions: {name: eu, ledger: {url: \"redis://l:6379\"}, lease_ttl: 5s, sync_interval: 5s}\n",
+		{"ttl within a sync", limitsConfig(regionsLimit) + "\n" + regionalStore + "regions: {name: eu, ledger: {url: \"redis://l:6379\"}, lease_ttl: 5s, sync_interval: 5s}\n",
 			"config: regions.lease_ttl: 5s must exceed sync_interval (5s)"},
-		{"unknown key", limitsConfig(regionsLimit) + "\nregions: {name: eu, ledger: {url: \"redis://l:6379\"}, lease_tll: 5s}\n",
+		{"unknown key", limitsConfig(regionsLimit) + "\n" + regionalStore + "regions: {name: eu, ledger: {url: \"redis://l:6379\"}, lease_tll: 5s}\n",
 			"config: regions.lease_tll: unknown field"},
 	}
 	for _, tt := range tests {

@@ -63,6 +63,10 @@ func groupRecordKey(slot int, id string) string {
 	return "{" + slotTags()[slot] + "}" + RecordKeyPrefix + id
 }
 
+// groupScan is how many slots groups looks through before it indexes
+// them.
+const groupScan = 16
+
 // group is the items of one call that fall in one hash slot.
 type group struct {
 	slot int
@@ -80,13 +84,32 @@ type group struct {
 // that Redis would let them: each step is one atomic call).
 func (s *Store) groups(keys []string) []group {
 	var gs []group
+	// A decision's few slots are found by looking through them; the
+	// thousands of a Peek for Top (every slot, up to MaxTopScan keys)
+	// by an index, or splitting them costs seconds.
+	var index map[int]int
 	for i, k := range keys {
 		slot := keySlot(s.RedisKey(k))
 		_, principal := accounting.KeyScopeValue(k, s.shardBy)
-		j := slices.IndexFunc(gs, func(g group) bool { return g.slot == slot })
+		j := -1
+		if index != nil {
+			if at, ok := index[slot]; ok {
+				j = at
+			}
+		} else {
+			j = slices.IndexFunc(gs, func(g group) bool { return g.slot == slot })
+		}
 		if j < 0 {
 			gs = append(gs, group{slot: slot})
 			j = len(gs) - 1
+			if index == nil && len(gs) > groupScan {
+				index = make(map[int]int, min(len(keys), slotCount))
+				for at, g := range gs {
+					index[g.slot] = at
+				}
+			} else if index != nil {
+				index[slot] = j
+			}
 		}
 		gs[j].idx = append(gs[j].idx, i)
 		gs[j].principal = gs[j].principal || principal

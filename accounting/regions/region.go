@@ -290,14 +290,19 @@ func (r *Region) counter(c *accounting.Counter) *leased {
 // a ledger call failed, or the ledger had too little free, requests do
 // not ask it again (the sync loop still does): a ledger that is down or
 // a budget that is spent must not cost every request a round trip to
-// another region.
-func (r *Region) Grow(ctx context.Context, c *accounting.Counter, amount int64) bool {
+// another region. Those marks are of the cap's window: when the store
+// has moved on (mark, the window it refused or charged amount in, is
+// not the cap's), the region first learns the new window's cap from its
+// store, and forgets that the last window's budget was spent.
+func (r *Region) Grow(ctx context.Context, c *accounting.Counter, amount, mark int64) bool {
 	lc := r.counter(c)
 	if lc == nil {
 		return false
 	}
 	now := r.now()
-	if recently(lc.failed.Load(), now, r.retry) || recently(lc.dry.Load(), now, r.retry) {
+	v := lc.view.Load()
+	turned := v == nil || v.mark != mark
+	if !turned && (recently(lc.failed.Load(), now, r.retry) || recently(lc.dry.Load(), now, r.retry)) {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.wait)
@@ -311,6 +316,13 @@ func (r *Region) Grow(ctx context.Context, c *accounting.Counter, amount int64) 
 	s, err := r.snapshot(ctx, &lc.c)
 	if err != nil {
 		return false
+	}
+	if v := lc.view.Load(); v != nil && v.mark != s.mark {
+		// The window turned: its cap is what the region's store says
+		// was granted in it (by any replica), on the lease this replica
+		// holds; the last window's dry ledger says nothing of this one.
+		lc.view.Store(&capView{cap: s.granted, mark: s.mark, until: v.until})
+		lc.dry.Store(0)
 	}
 	if v := lc.view.Load(); v != nil && v.mark == s.mark && now.Before(v.until) {
 		// Another replica, or the request before this one, may have

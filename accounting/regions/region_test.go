@@ -233,9 +233,10 @@ func TestRegionReplicasAcquireAtOnce(t *testing.T) {
 	a, b := replica(), replica()
 	counter := global.Counter(accounting.Attributes{{Name: "model", Value: "m"}})
 	aDone := make(chan bool)
-	go func() { aDone <- a.Grow(context.Background(), &counter, 100) }()
+	const mark = 0 // neither has a cap yet: any window is new to them
+	go func() { aDone <- a.Grow(context.Background(), &counter, 100, mark) }()
 	<-store.held // a has 100 from the ledger and is about to record it
-	if !b.Grow(context.Background(), &counter, 300) {
+	if !b.Grow(context.Background(), &counter, 300, mark) {
 		t.Fatal("b: Grow(300) failed, want 300 acquired")
 	}
 	close(store.release)

@@ -21,9 +21,11 @@ import (
 // region gives back what it did not spend.
 func TestRunLeasesAcrossRegions(t *testing.T) {
 	ledger := redistest.Start(t)
+	regional := redistest.Start(t)
 	r := start(t, `
 log: {level: debug}
 shutdown_grace: 200ms
+store: {type: redis, redis: {url: "`+regional.URL()+`", timeout: 1m}}
 regions:
   name: eu
   ledger: {url: "`+ledger.URL()+`", timeout: 1m}
@@ -72,7 +74,8 @@ limits:
 func TestRunWithRegionsFailsToStart(t *testing.T) {
 	ledger := redistest.Start(t)
 	path := filepath.Join(t.TempDir(), "tokenwarden.yaml")
-	config := "regions: {name: eu, ledger: {url: \"" + ledger.URL() + "\"}}\n" +
+	config := "store: {type: redis, redis: {url: \"" + ledger.URL() + "\"}}\n" +
+		"regions: {name: eu, ledger: {url: \"" + ledger.URL() + "\"}}\n" +
 		"limits:\n  - {name: company, dimension: tokens, algorithm: fixed_window, limit: 1000, window: month, across_regions: true}\n"
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
