@@ -252,8 +252,7 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 	// The estimate goes in the metadata now, so that a request that never
 	// completes is still logged with it; Envoy merges the actual figures
 	// written at settlement into the same namespace.
-	var buf [512]byte
-	md := newDynamicMetadata(buf[:])
+	md := newDynamicMetadata(r.meta[:])
 	st.reservationMetadata(&md)
 	if st.dg.from != "" {
 		md.str(MetaDecision, "downgraded")
@@ -312,6 +311,7 @@ type requestBodyReply struct {
 	opt      corev3.HeaderValueOption
 	length   corev3.HeaderValue
 	digits   [20]byte
+	meta     [512]byte // the dynamic metadata
 }
 
 // reserve runs the limiter. On anything but an admission it returns the

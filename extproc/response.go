@@ -112,16 +112,16 @@ func (st *stream) responseBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingResp
 	}
 	// Settle before this reply: once the client has the whole response,
 	// the counters already show it.
-	var buf [256]byte
-	md := newDynamicMetadata(buf[:])
-	if !st.settle(true, &md) {
-		return continueResponseBody, false
-	}
 	r := new(struct {
 		resp  extprocv3.ProcessingResponse
 		oneof extprocv3.ProcessingResponse_ResponseBody
 		body  extprocv3.BodyResponse
+		meta  [256]byte // the dynamic metadata
 	})
+	md := newDynamicMetadata(r.meta[:])
+	if !st.settle(true, &md) {
+		return continueResponseBody, false
+	}
 	r.resp.Response, r.oneof.ResponseBody = &r.oneof, &r.body
 	md.attach(&r.resp)
 	return &r.resp, false

@@ -254,6 +254,9 @@ func (s *Server) warnObservabilityMode() {
 // chunks arrive pipelined, and answering them one by one in arrival order
 // meets that.
 func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
+	// Before the stream's deep work, while the stack is shallow (see
+	// growStack).
+	_ = growStack(0)
 	// The stream runs on the options in force now, to its end.
 	s = s.current()
 	s.m.streams.Inc()
