@@ -21,8 +21,9 @@ type interval struct {
 	// lat are the latencies of the requests that were answered as
 	// planned and read to their end (ok, 429, the upstream's 5xx):
 	// request sent to body read.
-	lat  []time.Duration
-	errs []string // the first few errors, for the report
+	lat    []time.Duration
+	errs   []string         // the first few errors, for the report
+	causes map[string]int64 // the class "other" by cause
 }
 
 // maxErrSamples bounds the errors an interval keeps.
@@ -35,8 +36,14 @@ func (t *tally) add(c class, d time.Duration, err error) {
 	if c != classCancelled && c != classOther {
 		t.cur.lat = append(t.cur.lat, d)
 	}
-	if c == classOther && err != nil && len(t.cur.errs) < maxErrSamples {
-		t.cur.errs = append(t.cur.errs, err.Error())
+	if c == classOther {
+		if t.cur.causes == nil {
+			t.cur.causes = map[string]int64{}
+		}
+		t.cur.causes[cause(err)]++
+		if err != nil && len(t.cur.errs) < maxErrSamples {
+			t.cur.errs = append(t.cur.errs, err.Error())
+		}
 	}
 }
 
@@ -75,6 +82,12 @@ func (iv *interval) add(o interval) {
 		iv.counts[i] += o.counts[i]
 	}
 	iv.lat = append(iv.lat, o.lat...)
+	for k, n := range o.causes {
+		if iv.causes == nil {
+			iv.causes = map[string]int64{}
+		}
+		iv.causes[k] += n
+	}
 	for _, e := range o.errs {
 		if len(iv.errs) < maxErrSamples {
 			iv.errs = append(iv.errs, e)
@@ -147,6 +160,9 @@ func ramp(ctx context.Context, cl *client, who *callers, step time.Duration, max
 // that the soak could not offer its rate.
 const maxInFlight = 4096
 
+// errShed is a request the open loop could not send: maxInFlight were.
+var errShed = fmt.Errorf("client: %d requests in flight, none sent", maxInFlight)
+
 // openLoop offers rate requests a second, on schedule whether or not the
 // earlier ones have been answered, until ctx ends; it returns once every
 // request it sent has ended.
@@ -180,7 +196,7 @@ func openLoop(ctx context.Context, cl *client, who *callers, rate float64, t *ta
 				send(context.WithoutCancel(ctx), cl, who, t)
 			})
 		default:
-			t.add(classOther, 0, fmt.Errorf("client: %d requests in flight, none sent", maxInFlight))
+			t.add(classOther, 0, errShed)
 		}
 	}
 }

@@ -38,7 +38,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.redis, "redis", "", "an empty, otherwise idle Redis `URL` (default: start redis-server)")
 	fs.StringVar(&o.envoy, "envoy", "", "Envoy binary `file` (default: $ENVOY_BIN, else envoy on PATH)")
 	fs.StringVar(&o.pprofDir, "pprof", "", "save tokenwarden's heap and goroutine profiles in `dir` at the end of the traffic")
-	fs.Float64Var(&o.flatPct, "flat", 10, "heap and goroutines are flat when the last third's mean is within this `percent` (plus a small constant) of the second third's")
+	fs.Float64Var(&o.flatPct, "flat", 10, "heap and goroutines are flat when the last third's median is within this `percent` (plus a small constant) of the second third's")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}

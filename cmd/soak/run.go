@@ -125,7 +125,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (*report,
 	idleGoroutines := m.sum("go_goroutines")
 	beforeTraffic := countsOf(m)
 
-	fmt.Fprintf(stdout, "### Every %v\n\n%s\n", o.every, tableHeader)
+	fmt.Fprintf(stdout, "### Every %s\n\n%s\n", shortDuration(o.every), tableHeader)
 	var t tally
 	tctx, stopTraffic := context.WithTimeout(ctx, o.duration)
 	var wg sync.WaitGroup
@@ -235,7 +235,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (*report,
 	}
 	fmt.Fprintf(stdout, "Load average (1, 5, 15 min): start %s, middle %s, end %s.\n", strings.Join(loadStart[:], " "),
 		strings.Join(mid[:], " "), strings.Join(loadEnd[:], " "))
-	fmt.Fprintf(stdout, "Redis keys back to the level before the traffic %v after it ended.\n", drained.Round(time.Second))
+	if expired {
+		fmt.Fprintf(stdout, "Redis keys back to the level before the traffic %v after it ended.\n", drained.Round(time.Second))
+	} else {
+		fmt.Fprintf(stdout, "Redis keys not back to the level before the traffic %v after it ended (-drain).\n", drained.Round(time.Second))
+	}
 	fmt.Fprintf(stdout, "\n### Checks\n\n| check | result | detail |\n|---|---|---|\n")
 	for _, r := range rep.results {
 		fmt.Fprintf(stdout, "| %s | %s | %s |\n", r.name, r.status(), cell(r.detail))
@@ -244,6 +248,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (*report,
 		return rep, fmt.Errorf("stopping: %w", stopErr)
 	}
 	return rep, nil
+}
+
+// shortDuration prints d without a trailing zero unit: 1m, not 1m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

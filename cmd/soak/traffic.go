@@ -197,7 +197,7 @@ func (cl *client) do(ctx context.Context, k kind, c caller) (class, time.Duratio
 		return class5xx, time.Since(start), err
 	case resp.StatusCode != http.StatusOK:
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return classOther, time.Since(start), fmt.Errorf("%s %s: status %d: %s", kindName(k), path, resp.StatusCode, strings.TrimSpace(string(b)))
+		return classOther, time.Since(start), &statusError{what: kindName(k) + " " + path, status: resp.StatusCode, body: strings.TrimSpace(string(b))}
 	case k == clientCancel:
 		sc := bufio.NewScanner(resp.Body)
 		for sc.Scan() {
@@ -214,6 +214,40 @@ func (cl *client) do(ctx context.Context, k kind, c caller) (class, time.Duratio
 		return classOther, time.Since(start), err
 	}
 	return classOK, time.Since(start), nil
+}
+
+// statusError is a response with a status the request did not plan for.
+type statusError struct {
+	what   string // the kind and path
+	status int
+	body   string // its start
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("%s: status %d: %s", e.what, e.status, e.body)
+}
+
+// cause sums up why a request ended otherwise than planned, for the
+// report's count by cause: the status (with tokenwarden's error code when
+// the body has one) or the kind of transport error.
+func cause(err error) string {
+	var se *statusError
+	switch {
+	case errors.As(err, &se):
+		for _, code := range []string{"limiter_unavailable", "rate limiter is unavailable"} {
+			if strings.Contains(se.body, code) {
+				return fmt.Sprintf("%d limiter unavailable (store)", se.status)
+			}
+		}
+		return fmt.Sprintf("status %d", se.status)
+	case errors.Is(err, errShed):
+		return "not sent (client at its in-flight bound)"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "client timeout"
+	case err == nil:
+		return "unknown"
+	}
+	return "transport error"
 }
 
 func kindName(k kind) string {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tokenwarden/tokenwarden/accounting/redisstore"
@@ -43,13 +44,17 @@ const (
 )
 
 // flatness judges whether a series taken at even intervals under steady
-// load is flat: the mean of its last third must not exceed the mean of
-// its second third by more than pct percent plus slack. The first third
-// is left out: it holds the warm-up (pools filling, the GC finding its
-// pace). A leak grows with the requests served, and so with time under a
-// steady rate: it raises each third over the one before, and a third of
-// a 30-minute soak is ten minutes of growth to see. It needs three
-// samples.
+// load is flat: the median of its last third must not exceed the median
+// of its second third by more than pct percent plus slack. The first
+// third is left out: it holds the warm-up (pools filling, the GC finding
+// its pace). A leak grows with the requests served, and so with time
+// under a steady rate: it raises every sample after it, so each third's
+// median sits above the one before, and a third of a 30-minute soak is
+// ten minutes of growth to see. A median rather than a mean because a
+// stall (the store slow for a second, the machine busy with something
+// else) piles requests up in flight and lifts the one sample taken
+// during it several times over: a mean would take that spike for growth,
+// a median sees the level. It needs three samples.
 func flatness(name string, xs []float64, pct, slack float64, unit func(float64) string) result {
 	r := result{name: name}
 	if len(xs) < 3 {
@@ -57,20 +62,23 @@ func flatness(name string, xs []float64, pct, slack float64, unit func(float64) 
 		return r
 	}
 	n := len(xs) / 3
-	second, last := mean(xs[n:len(xs)-n]), mean(xs[len(xs)-n:])
+	second, last := median(xs[n:len(xs)-n]), median(xs[len(xs)-n:])
 	limit := second*(1+pct/100) + slack
 	r.judged, r.ok = true, last <= limit
-	r.detail = fmt.Sprintf("last third's mean %s, second third's %s: limit %s (+%.0f%% +%s)",
+	r.detail = fmt.Sprintf("last third's median %s, second third's %s: limit %s (+%.0f%% +%s)",
 		unit(last), unit(second), unit(limit), pct, unit(slack))
 	return r
 }
 
-func mean(xs []float64) float64 {
-	var s float64
-	for _, x := range xs {
-		s += x
+// median returns the median of xs (the mean of the middle two when
+// there is an even number).
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
 	}
-	return s / float64(len(xs))
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // counts is what the verdict reads off tokenwarden's /metrics and Redis
@@ -161,6 +169,13 @@ func responses(total interval) result {
 	r := result{name: "responses as planned", judged: n > 0,
 		ok:     n > 0 && float64(other) <= maxOtherFraction*float64(n),
 		detail: fmt.Sprintf("%d of %d requests ended otherwise than planned (limit %.1f%%)", other, n, maxOtherFraction*100)}
+	if len(total.causes) > 0 {
+		byCause := map[string]float64{}
+		for k, v := range total.causes {
+			byCause[k] = float64(v)
+		}
+		r.detail += ": " + fmtByLabel(byCause)
+	}
 	if len(total.errs) > 0 {
 		r.detail += "; e.g. " + strings.Join(total.errs, "; ")
 	}

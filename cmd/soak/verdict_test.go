@@ -21,13 +21,15 @@ func TestFlatness(t *testing.T) {
 		{"a leak", []float64{100, 110, 120, 130, 140, 150}, true, false},
 		{"a step up at the end", []float64{100, 100, 100, 100, 100, 200}, true, false},
 		{"shrinking", []float64{200, 180, 160, 140, 120, 100}, true, true},
+		{"a stall's spike", []float64{100, 100, 100, 100, 100, 100, 100, 500, 100}, true, true},
+		{"a leak under spikes", []float64{100, 100, 100, 100, 400, 100, 130, 500, 130}, true, false},
 		{"three samples", []float64{100, 100, 100}, true, true},
 		{"three samples, the last grown", []float64{100, 100, 200}, true, false},
 		{"two samples", []float64{100, 500}, false, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			// 10% + 5 of the second third's mean.
+			// 10% + 5 of the second third's median.
 			r := flatness("x", c.xs, 10, 5, num)
 			if r.judged != c.wantJudged || r.ok != c.wantOK {
 				t.Errorf("got judged %v ok %v (%s), want judged %v ok %v", r.judged, r.ok, r.detail, c.wantJudged, c.wantOK)
@@ -130,14 +132,19 @@ func TestResponses(t *testing.T) {
 	if r := responses(iv); !r.ok {
 		t.Errorf("0.1%% other: got fail (%s)", r.detail)
 	}
-	iv.counts[classOther] = 11
-	iv.errs = []string{"status 500 | upstream"}
+	var tl tally
+	tl.add(classOther, 0, &statusError{what: "openai json", status: 503, body: `{"error":{"code":"limiter_unavailable"}}`})
+	tl.add(classOther, 0, &statusError{what: "openai json", status: 500, body: "upstream | reset"})
+	tl.add(classOther, 0, errShed)
+	iv.add(tl.take())
 	r := responses(iv)
 	if r.ok {
-		t.Errorf("11 of 10011 other: got pass (%s)", r.detail)
+		t.Errorf("13 of 10013 other: got pass (%s)", r.detail)
 	}
-	if !strings.Contains(r.detail, "status 500") {
-		t.Errorf("detail %q: want the sample error", r.detail)
+	for _, want := range []string{"status 500: upstream | reset", "503 limiter unavailable (store) 1", "status 500 1", "not sent (client at its in-flight bound) 1"} {
+		if !strings.Contains(r.detail, want) {
+			t.Errorf("detail %q: want %q", r.detail, want)
+		}
 	}
 	if r := responses(interval{}); r.judged {
 		t.Errorf("no requests: got judged, want not judged")
@@ -214,5 +221,16 @@ func TestPercentile(t *testing.T) {
 	}
 	if got := (interval{}).percentile(50); got != 0 {
 		t.Errorf("no latencies: got %v, want 0", got)
+	}
+}
+
+func TestShortDuration(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{{time.Minute, "1m"}, {20 * time.Second, "20s"}, {90 * time.Second, "1m30s"}, {time.Hour, "1h"}, {time.Hour + time.Minute, "1h1m"}} {
+		if got := shortDuration(c.d); got != c.want {
+			t.Errorf("%v: got %q, want %q", c.d, got, c.want)
+		}
 	}
 }
