@@ -94,10 +94,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (*report,
 	rep := &report{}
 
 	fmt.Fprintf(stdout, "## Soak\n\n")
-	fmt.Fprintf(stdout, "Envoy (shipped envoy.yaml, 2 workers) → tokenwarden (Redis store, config below) → fakellm; %d tenants (%d hot, %d%% of the requests), %d users each; %s.\n\n",
+	fmt.Fprintf(stdout, "Envoy (shipped envoy.yaml, 2 workers) → tokenwarden (Redis store, the limits below) → fakellm; %d tenants (%d hot, %d%% of the requests), %d users each; %s.\n\n",
 		o.tenants, hotTenants, hotShare, usersPerTenant, mixText)
-	fmt.Fprintf(stdout, "Limits, window %v: %s (tokens per tenant, fixed window, out of reach), %s (hot tenants' tokens, sliding window, 500), %s (requests per user, sliding window, out of reach), %s (all requests, fixed window, out of reach), %s (8 in flight per tenant).\n\n",
-		o.window, limitTenantTokens, limitHotTokens, limitUserRequests, limitGlobal, limitConcurrent)
+	fmt.Fprintf(stdout, "Limits, window %s: %s (tokens per tenant, fixed window, out of reach), %s (hot tenants' tokens, sliding window, 500), %s (requests per user, sliding window, out of reach), %s (all requests, fixed window, out of reach), %s (8 in flight per tenant).\n\n",
+		shortDuration(o.window), limitTenantTokens, limitHotTokens, limitUserRequests, limitGlobal, limitConcurrent)
 
 	rate := o.rate
 	if rate == 0 {
