@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tokenwarden/tokenwarden/internal/envoyconfig"
 )
 
 // modulePath identifies this repository's go.mod.
@@ -73,7 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rendered, err := renderEnvoyConfig(cfg, o.addrs)
+	rendered, err := envoyconfig.Render(cfg, envoyconfig.Addrs{Listen: o.addrs.listen, Admin: o.addrs.envoyAdmin,
+		Tokenwarden: o.addrs.tokenwarden, Fakellm: o.addrs.fakellm})
 	if err != nil {
 		return fmt.Errorf("%s: %w", envoyConfig, err)
 	}

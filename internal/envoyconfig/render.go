@@ -1,4 +1,9 @@
-package main
+// Package envoyconfig renders the shipped Envoy bootstrap (envoy/envoy.yaml)
+// for processes on this machine: the commands that run Envoy next to
+// tokenwarden and fakellm (the local demo, the soak) move its four
+// addresses to loopback and change nothing else, so that they run the
+// configuration the tests validate.
+package envoyconfig
 
 import (
 	"fmt"
@@ -8,12 +13,19 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// renderEnvoyConfig returns the shipped Envoy bootstrap with its four
-// addresses replaced: the listener "llm", the admin interface, and the
-// endpoints of the clusters "tokenwarden" and "fakellm" (docker compose
-// host names in the file). Everything else is the file as shipped, so the
-// demo runs the configuration the tests validate.
-func renderEnvoyConfig(cfg []byte, a addrs) ([]byte, error) {
+// Addrs are the host:port addresses Render puts in the bootstrap.
+type Addrs struct {
+	Listen      string // the listener "llm", where clients send requests
+	Admin       string // Envoy's admin interface
+	Tokenwarden string // the endpoint of the cluster "tokenwarden" (ext_proc)
+	Fakellm     string // the endpoint of the cluster "fakellm" (the upstream)
+}
+
+// Render returns the shipped Envoy bootstrap cfg with its four addresses
+// replaced: the listener "llm", the admin interface, and the endpoints of
+// the clusters "tokenwarden" and "fakellm" (docker compose host names in
+// the file). Everything else is the file as shipped.
+func Render(cfg []byte, a Addrs) ([]byte, error) {
 	var doc map[string]any
 	if err := yaml.Unmarshal(cfg, &doc); err != nil {
 		return nil, err
@@ -33,14 +45,14 @@ func renderEnvoyConfig(cfg []byte, a addrs) ([]byte, error) {
 		parent[key] = map[string]any{"socket_address": map[string]any{"address": host, "port_value": n}}
 		return nil
 	}
-	if err := set(mapAt(doc, "admin"), "address", a.envoyAdmin); err != nil {
+	if err := set(mapAt(doc, "admin"), "address", a.Admin); err != nil {
 		return nil, fmt.Errorf("admin: %w", err)
 	}
 	res := mapAt(doc, "static_resources")
-	if err := set(named(res, "listeners", "llm"), "address", a.listen); err != nil {
+	if err := set(named(res, "listeners", "llm"), "address", a.Listen); err != nil {
 		return nil, fmt.Errorf("listener llm: %w", err)
 	}
-	for name, addr := range map[string]string{"tokenwarden": a.tokenwarden, "fakellm": a.fakellm} {
+	for name, addr := range map[string]string{"tokenwarden": a.Tokenwarden, "fakellm": a.Fakellm} {
 		eps, _ := mapAt(named(res, "clusters", name), "load_assignment")["endpoints"].([]any)
 		if len(eps) != 1 {
 			return nil, fmt.Errorf("cluster %s: want exactly one endpoint group", name)
