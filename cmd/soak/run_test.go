@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/tokenwarden/tokenwarden/internal/envoyconfig"
 )
 
 // inCI reports whether the tests run in CI, where a missing Envoy or
@@ -21,7 +23,7 @@ func inCI() bool {
 func need(t *testing.T) {
 	t.Helper()
 	var err error
-	if _, e := findEnvoy(""); e != nil {
+	if _, e := envoyconfig.FindEnvoy(""); e != nil {
 		err = e
 	}
 	if _, e := exec.LookPath("redis-server"); e != nil {

