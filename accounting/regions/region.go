@@ -354,7 +354,7 @@ func (r *Region) chunkOf(c *accounting.Counter) int64 {
 // acquire asks the ledger for want more of c in the window of s, and
 // applies the answer; it returns what the region has left of its cap.
 func (r *Region) acquire(ctx context.Context, lc *leased, s snapshot, want int64, sent time.Time) (int64, error) {
-	got, h, err := r.ledger.Acquire(ctx, r.name, r.window(&lc.c, s.mark), want)
+	got, h, err := r.ledger.Acquire(ctx, r.name, r.window(&lc.c, s), want)
 	if err != nil {
 		r.ledgerFailed(lc, "acquire", sent, err)
 		return 0, err
@@ -377,6 +377,13 @@ func (r *Region) ledgerFailed(lc *leased, op string, at time.Time, err error) {
 // the replica's lease from sent, the start of the call that answered h.
 // It returns what the region has left of its cap.
 func (r *Region) apply(ctx context.Context, lc *leased, s *snapshot, h Holding, sent time.Time) (int64, error) {
+	if h.Superseded {
+		r.m.writtenOffAdd(lc.c.Key, h.WrittenOff)
+		r.log.Error("another incarnation of the region called the ledger last in this window: "+
+			"the region's store forgot its counters (a restart without persistence, a flush, a failover), "+
+			"or two regions share this name; the ledger wrote off what the other incarnation held",
+			"region", r.name, "counter", lc.c.Key, "incarnation", s.incarnation, "written_off", h.WrittenOff)
+	}
 	if err := r.raise(ctx, &lc.c, s.mark, grantsKey, h.Granted, nil); err != nil {
 		return 0, err
 	}
@@ -399,8 +406,8 @@ func (r *Region) apply(ctx context.Context, lc *leased, s *snapshot, h Holding, 
 	return h.Granted - s.used, nil
 }
 
-// window is c's window mark in the ledger.
-func (r *Region) window(c *accounting.Counter, mark int64) Window {
+// window is c's window of s in the ledger, called by s's incarnation.
+func (r *Region) window(c *accounting.Counter, s snapshot) Window {
 	var length time.Duration
 	switch c.Calendar {
 	case accounting.CalendarMonth:
@@ -410,5 +417,5 @@ func (r *Region) window(c *accounting.Counter, mark int64) Window {
 	default:
 		length = c.Window
 	}
-	return Window{Key: c.Key, Mark: mark, Limit: c.Limit, Lapse: r.lapse, Expire: length + r.lapse + time.Hour}
+	return Window{Key: c.Key, Mark: s.mark, Limit: c.Limit, Lapse: r.lapse, Expire: length + r.lapse + time.Hour, Incarnation: s.incarnation}
 }

@@ -52,7 +52,7 @@ func (r *Region) syncOne(ctx context.Context, lc *leased) error {
 			return err
 		}
 	}
-	h, err := r.ledger.Report(ctx, r.name, r.window(&lc.c, s.mark), s.used-s.returned, s.returned)
+	h, err := r.ledger.Report(ctx, r.name, r.window(&lc.c, s), s.used-s.returned, s.returned)
 	if err != nil {
 		r.ledgerFailed(lc, "report", sent, err)
 		return err
@@ -121,7 +121,7 @@ func (r *Region) closeOne(ctx context.Context, lc *leased) error {
 			return err
 		}
 	}
-	h, err := r.ledger.Report(ctx, r.name, r.window(&lc.c, s.mark), s.used-s.returned, s.returned)
+	h, err := r.ledger.Report(ctx, r.name, r.window(&lc.c, s), s.used-s.returned, s.returned)
 	if err != nil {
 		r.ledgerFailed(lc, "report", sent, err)
 		return err
