@@ -114,9 +114,14 @@ func (r *Region) read(ctx context.Context, c *accounting.Counter) (snapshot, err
 
 // raise brings the region's bookkeeping counter suffix of c up to target
 // in window mark, charging also (when not nil) the counter also by as
-// much. Each try charges what the last snapshot lacked, under target as
-// the limit, so that two replicas raising at once never take it past
-// target.
+// much, first and in a call of its own: on a sharded store the two
+// counters may sit in different slots, which one call does not change
+// atomically, and a crash between the two must leave the budget
+// unspendable, not counted as returned and still spendable. Each try
+// charges what the last snapshot lacked, under target as the limit, so
+// that two replicas raising at once never take it past target (also may
+// then be charged twice: budget lost for the window, never spent
+// twice).
 func (r *Region) raise(ctx context.Context, c *accounting.Counter, mark int64, suffix string, target int64, also *accounting.Counter) error {
 	for range 8 {
 		s, err := r.snapshot(ctx, c)
@@ -133,11 +138,12 @@ func (r *Region) raise(ctx context.Context, c *accounting.Counter, mark int64, s
 		if have >= target {
 			return nil
 		}
-		items := []accounting.ReserveItem{{Counter: bookkeeping(*c, suffix, target), Amount: target - have}}
 		if also != nil {
-			items = append(items, accounting.ReserveItem{Counter: withLimit(*also, unlimited), Amount: target - have})
+			if _, err := r.charge(ctx, mark, []accounting.ReserveItem{{Counter: withLimit(*also, unlimited), Amount: target - have}}); err != nil {
+				return err
+			}
 		}
-		ok, err := r.charge(ctx, mark, items)
+		ok, err := r.charge(ctx, mark, []accounting.ReserveItem{{Counter: bookkeeping(*c, suffix, target), Amount: target - have}})
 		if err != nil || ok {
 			return err
 		}

@@ -38,12 +38,16 @@
 //
 // Budget given back must never be spent twice: by the region that gives
 // it and by the one the ledger gives it to next. So the region first
-// makes it unspendable to itself (charges it to its counter, and counts it
-// on a counter of returns, in one store call that fits only if that much
-// is unspent), and only then tells the ledger, which counts it as
-// released. A crash between the two steps loses that amount for the
-// window until any replica of the region reports again (the report
-// carries the returns), and never overspends.
+// makes it unspendable to itself (charges it to its counter, in a store
+// call that fits only if that much is unspent), then counts it on a
+// counter of returns (a call of its own: on a sharded store the two
+// counters may sit in different slots, which no one call changes
+// atomically), and only then tells the ledger, which counts it as
+// released. A crash between the two charges loses that amount for the
+// window (the region reports it as used); a crash before the ledger
+// hears of it, until any replica of the region reports again (the report
+// carries the returns). Neither overspends. Budget the ledger reclaimed
+// is made unspendable in the same order.
 //
 // # Leases lapse: dead and partitioned regions
 //

@@ -70,19 +70,23 @@ func (r *Region) syncOne(ctx context.Context, lc *leased) error {
 }
 
 // giveBack makes amount of the region's unused cap on lc unspendable in
-// its store (charged to the counter, and counted as returned), before
+// its store (charged to the counter, in a call that fits only if that
+// much is unspent), then counts it as returned (a call of its own: on a
+// sharded store the two counters may sit in different slots), before
 // the report that tells the ledger: the ledger can then give it to
 // another region without the region ever spending it too. A crash
-// between the two loses amount for the window, until the next report of
-// any replica tells the ledger; it never overspends. It returns the
-// snapshot after.
+// between the two charges loses amount for the window (the region
+// reports it as used); a crash after them, until the next report of any
+// replica tells the ledger. It never overspends. It returns the snapshot
+// after.
 func (r *Region) giveBack(ctx context.Context, lc *leased, s snapshot, amount int64) (snapshot, error) {
-	ok, err := r.charge(ctx, s.mark, []accounting.ReserveItem{
-		{Counter: withLimit(lc.c, s.granted), Amount: amount},
-		{Counter: bookkeeping(lc.c, returnsKey, unlimited), Amount: amount},
-	})
+	ok, err := r.charge(ctx, s.mark, []accounting.ReserveItem{{Counter: withLimit(lc.c, s.granted), Amount: amount}})
 	if err != nil || !ok {
 		// Spent meanwhile: nothing to give back now.
+		return s, err
+	}
+	if _, err := r.charge(ctx, s.mark, []accounting.ReserveItem{{Counter: bookkeeping(lc.c, returnsKey, unlimited), Amount: amount}}); err != nil {
+		s.used += amount
 		return s, err
 	}
 	r.m.returnedAdd(lc.c.Key, amount)
