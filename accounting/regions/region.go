@@ -27,8 +27,12 @@ const (
 	DefaultGrace = 10 * time.Second
 	// DefaultSyncInterval is how often a region reports its use.
 	DefaultSyncInterval = 5 * time.Second
-	// DefaultAcquireTimeout bounds a request's wait for more lease.
-	DefaultAcquireTimeout = 250 * time.Millisecond
+	// DefaultAcquireTimeout bounds a request's wait for more lease: a
+	// read of the region's store, a round trip to the ledger (another
+	// region, often 100-300ms away) and the recording of the grant (a
+	// few store calls). A ledger farther away than the bound leaves the
+	// acquiring to the sync loop.
+	DefaultAcquireTimeout = time.Second
 	// DefaultRetryAfter is how long after a failed ledger call requests
 	// stop asking the ledger themselves (the sync loop still does).
 	DefaultRetryAfter = time.Second
@@ -75,7 +79,10 @@ type Options struct {
 	// lease; zero means DefaultSyncInterval.
 	SyncInterval time.Duration
 	// AcquireTimeout bounds how long a request that did not fit waits for
-	// the region to acquire more; zero means DefaultAcquireTimeout.
+	// the region to acquire more: a store read, a round trip to the
+	// ledger and a few store calls to record the grant, so it must
+	// exceed the round trip to the ledger. Zero means
+	// DefaultAcquireTimeout.
 	AcquireTimeout time.Duration
 	// RetryAfter is how long after a failed ledger call requests do not
 	// call it again themselves; zero means DefaultRetryAfter.

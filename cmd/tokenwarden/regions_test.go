@@ -31,6 +31,7 @@ regions:
   ledger: {url: "`+ledger.URL()+`", timeout: 1m}
   lease_chunk: 0.01
   acquire_timeout: 1m   # a loaded machine must not make the first request's acquire time out
+  grace: 2m             # past the store's timeout
 limits:
   - {name: company, dimension: tokens, algorithm: fixed_window, limit: 100000, window: month, across_regions: true}
 `)
