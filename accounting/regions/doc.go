@@ -26,7 +26,9 @@
 //     renews its lease.
 //   - Return: Sync gives back all but two chunks when more than three
 //     are unused (the gap keeps a region from returning and acquiring
-//     on alternate syncs), and [Region.Close] everything unused.
+//     on alternate syncs), and [Region.Close] everything unused; so does
+//     Sync for the counters of limits a reload removed
+//     ([Region.Retain]).
 //
 // A cap only grows within a window (the region's grants are counted on a
 // counter of their own in its store, in the same window as the spending),

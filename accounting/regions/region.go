@@ -169,6 +169,9 @@ type Region struct {
 
 	mu       sync.Mutex
 	counters map[string]*leased
+	// keep holds the keys of the counters of the limits in force, as
+	// [Region.Retain] last set them; nil keeps every counter.
+	keep map[string]bool
 }
 
 var _ accounting.Regional = (*Region)(nil)
@@ -179,6 +182,7 @@ type leased struct {
 	// holding of the counter (acquiring, reporting, returning); a
 	// request waits for it no longer than its own bound.
 	turn chan struct{}
+	key  string             // c.Key, read without the turn
 	c    accounting.Counter // guarded by turn; its Limit is the global limit
 	// view is the cap requests reserve under.
 	view atomic.Pointer[capView]
@@ -285,7 +289,7 @@ func (r *Region) counter(c *accounting.Counter) *leased {
 		if len(r.counters) >= MaxCounters {
 			return nil
 		}
-		lc = &leased{c: *c, turn: make(chan struct{}, 1)}
+		lc = &leased{key: c.Key, c: *c, turn: make(chan struct{}, 1)}
 		r.counters[c.Key] = lc
 	}
 	return lc

@@ -18,11 +18,66 @@ import (
 func (r *Region) Sync(ctx context.Context) error {
 	var first error
 	for _, lc := range r.all() {
-		if err := r.syncOne(ctx, lc); err != nil && first == nil {
+		var err error
+		if r.retired(lc) {
+			err = r.retire(ctx, lc)
+		} else {
+			err = r.syncOne(ctx, lc)
+		}
+		if err != nil && first == nil {
 			first = err
 		}
 	}
 	return first
+}
+
+// Retain tells the region the limits now in force (a reload changed
+// them): the counters of limits kept across regions that are not among
+// them (the limit was removed, renamed, or no longer kept across
+// regions) are given back, all they hold unused, at the next Sync, and
+// then no longer synced or leased. Until the first call, every counter
+// the region has leased is kept.
+func (r *Region) Retain(limits []accounting.Limit) {
+	keep := make(map[string]bool)
+	for i := range limits {
+		if limits[i].AcrossRegions {
+			// A limit kept across regions has no scope: one counter,
+			// whatever the attributes.
+			keep[accounting.CounterKey(&limits[i], nil)] = true
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.keep = keep
+}
+
+// retired reports whether lc is of a limit no longer in force.
+func (r *Region) retired(lc *leased) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.keep != nil && !r.keep[lc.key]
+}
+
+// retire gives back all lc holds unused, tells the ledger, and forgets
+// lc. A request on a Limiter of the last config that asks for lc again
+// makes it anew, and the next Sync retires it again.
+func (r *Region) retire(ctx context.Context, lc *leased) error {
+	if !lc.take(ctx) {
+		return ctx.Err()
+	}
+	err := r.closeOne(ctx, lc)
+	lc.done()
+	if err != nil {
+		return err
+	}
+	r.log.Info("gave back the lease of a limit no longer in force", "region", r.name, "counter", lc.key)
+	r.m.setUnspent(r.name, lc.key, 0)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.counters[lc.key] == lc {
+		delete(r.counters, lc.key)
+	}
+	return nil
 }
 
 func (r *Region) all() []*leased {
