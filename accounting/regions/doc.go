@@ -32,7 +32,8 @@
 //
 // A cap only grows within a window (the region's grants are counted on a
 // counter of their own in its store, in the same window as the spending),
-// so a replica's copy of the cap is at most too low. A reservation the
+// so a replica's copy of the cap is at most too low, as long as the store
+// keeps its data (see below for one that forgets). A reservation the
 // store charged in another window than its cap's (the month turned) is
 // released and tried again under the new window's cap.
 //

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/accounting/memstore"
 )
 
 // drainAll reserves 10 at a time on each region in turn until none
@@ -74,5 +75,49 @@ func TestRegionNameShared(t *testing.T) {
 	more := drainAll(t, a, b)
 	if total := got[0] + got[1] + more[0] + more[1]; total > global.Limit {
 		t.Errorf("two regions named eu: got %d admitted in all (%v then %v), want at most the limit, %d", total, got, more, global.Limit)
+	}
+}
+
+// swapStore is a store that can forget everything at once: a Redis
+// restarted without persistence, or flushed.
+type swapStore struct {
+	accounting.Store
+	clock *simClock
+}
+
+func (s *swapStore) forget() { s.Store = memstore.New(memstore.Options{Now: s.clock.Now}) }
+
+// A running region's store forgets its counters: once the region has
+// synced, it is a new incarnation holding only what the ledger grants
+// it from then on, whatever it was granted before.
+func TestRegionStoreForgetsUnderARunningRegion(t *testing.T) {
+	rdb := startLedger(t)
+	clock := &simClock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
+	global := globalLimit(1000)
+	store := &swapStore{clock: clock}
+	store.forget()
+	region, err := New(Options{
+		Name: "eu", Store: store, Ledger: NewLedger(rdb, LedgerOptions{Now: clock.Now, Timeout: time.Minute}),
+		Chunk: 0.1, AcquireTimeout: 5 * time.Second, Now: clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := accounting.New(accounting.Options{Store: store, Limits: []accounting.Limit{global}, Regional: region})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lim.Close(context.Background()) })
+	eu := testRegion{region: region, lim: lim}
+	us := newTestRegion(t, rdb, clock, "us", global)
+	before := drainAll(t, eu, us)
+	store.forget()
+	if err := eu.region.Sync(context.Background()); err != nil {
+		t.Fatalf("eu: Sync: %v", err)
+	}
+	after := drainAll(t, eu, us)
+	if total := before[0] + before[1] + after[0] + after[1]; total > global.Limit {
+		t.Errorf("eu %d and us %d, eu's store forgot, then eu %d and us %d: got %d in all, want at most the limit, %d",
+			before[0], before[1], after[0], after[1], total, global.Limit)
 	}
 }
