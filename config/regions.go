@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -70,6 +71,15 @@ func (c *Config) regions(f *file, p *problems) {
 			continue
 		}
 		*d.out = v
+	}
+	if c.Store.Redis != nil {
+		// A reservation sent just before the lease lapses lands up to
+		// the store's timeout later: the ledger must not hand the lease
+		// on before it has landed.
+		storeTimeout := cmp.Or(c.Store.Redis.Timeout, redisstore.DefaultTimeout)
+		if grace := cmp.Or(r.Region.Grace, regions.DefaultGrace); grace <= storeTimeout {
+			p.add("regions.grace", "%s must exceed store.redis.timeout (%s): a reservation sent as the lease lapses lands up to that much later", grace, storeTimeout)
+		}
 	}
 	lf := &rf.Ledger
 	r.Ledger = redisstore.Options{

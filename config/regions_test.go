@@ -72,6 +72,10 @@ func TestParseRegionsErrors(t *testing.T) {
 			`config: regions.lease_ttl: "soon" is not a positive duration`},
 		{"ttl within a sync", limitsConfig(regionsLimit) + "\n" + regionalStore + "regions: {name: eu, ledger: {url: \"redis://l:6379\"}, lease_ttl: 5s, sync_interval: 5s}\n",
 			"config: regions.lease_ttl: 5s must exceed sync_interval (5s)"},
+		{"grace within the store's timeout", limitsConfig(regionsLimit) + "\nstore: {type: redis, redis: {url: \"redis://r:6379\", timeout: 2s}}\nregions: {name: eu, ledger: {url: \"redis://l:6379\"}, grace: 2s}\n",
+			"config: regions.grace: 2s must exceed store.redis.timeout (2s): a reservation sent as the lease lapses lands up to that much later"},
+		{"default grace within the store's timeout", limitsConfig(regionsLimit) + "\nstore: {type: redis, redis: {url: \"redis://r:6379\", timeout: 15s}}\nregions: {name: eu, ledger: {url: \"redis://l:6379\"}}\n",
+			"config: regions.grace: 10s must exceed store.redis.timeout (15s): a reservation sent as the lease lapses lands up to that much later"},
 		{"unknown key", limitsConfig(regionsLimit) + "\n" + regionalStore + "regions: {name: eu, ledger: {url: \"redis://l:6379\"}, lease_tll: 5s}\n",
 			"config: regions.lease_tll: unknown field"},
 	}

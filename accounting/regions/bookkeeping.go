@@ -2,28 +2,40 @@ package regions
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"math/big"
 	"strconv"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 )
 
 // The region's own counters of a leased counter, in its store, in the
-// same windows: what the ledger granted it, and what it made unspendable
-// (returned, or reclaimed by the ledger). The counter itself holds what
-// the region spent plus what it made unspendable. Their keys extend the
-// counter's, which no [accounting.CounterKey] does (a key's last field
-// is "length:value").
+// same windows: what the ledger granted it, what it made unspendable
+// (returned, or reclaimed by the ledger), and its incarnation: a random
+// id the first replica to look stamps on the store for the window, and
+// every replica then reads. The counter itself holds what the region
+// spent plus what it made unspendable. Their keys extend the counter's,
+// which no [accounting.CounterKey] does (a key's last field is
+// "length:value").
 const (
-	grantsKey  = "|granted"
-	returnsKey = "|returned"
+	grantsKey      = "|granted"
+	returnsKey     = "|returned"
+	incarnationKey = "|incarnation"
 )
+
+// maxIncarnation bounds the ids a region stamps: a store's counters are
+// exact to 2^53.
+const maxIncarnation = 1 << 52
 
 // snapshot is the region's holding of a counter, read from its store.
 type snapshot struct {
 	used, granted, returned int64
 	mark                    int64
+	// incarnation is the store's id for the window (never 0 once
+	// [Region.snapshot] returns).
+	incarnation int64
 }
 
 func withLimit(c accounting.Counter, limit int64) accounting.Counter {
@@ -37,37 +49,79 @@ func bookkeeping(c accounting.Counter, suffix string, limit int64) accounting.Co
 	return c
 }
 
-// snapshot reads the region's holding of c in the store's current window,
-// by a reservation of nothing on its three counters.
+// snapshot reads the region's holding of c in the store's current
+// window. A store without an incarnation for the window (the window is
+// new, or the store forgot its counters) is stamped with a random one,
+// written only if absent: a charge of the id under the id as the limit
+// fits only a counter at zero, so of replicas stamping at once one wins
+// and all read its id.
 func (r *Region) snapshot(ctx context.Context, c *accounting.Counter) (snapshot, error) {
+	s, err := r.read(ctx, c)
+	if err != nil || s.incarnation != 0 {
+		return s, err
+	}
+	id, err := randomIncarnation()
+	if err != nil {
+		return snapshot{}, err
+	}
+	if _, err := r.charge(ctx, s.mark, []accounting.ReserveItem{{Counter: bookkeeping(*c, incarnationKey, id), Amount: id}}); err != nil {
+		return snapshot{}, err
+	}
+	if s, err = r.read(ctx, c); err != nil {
+		return s, err
+	}
+	if s.incarnation == 0 {
+		return snapshot{}, fmt.Errorf("regions: could not stamp an incarnation on %s", c.Key)
+	}
+	return s, nil
+}
+
+func randomIncarnation() (int64, error) {
+	n, err := rand.Int(rand.Reader, big.NewInt(maxIncarnation-1))
+	if err != nil {
+		return 0, fmt.Errorf("regions: drawing an incarnation: %w", err)
+	}
+	return n.Int64() + 1, nil
+}
+
+// read reads the region's holding of c in the store's current window,
+// by a reservation of nothing on its four counters.
+func (r *Region) read(ctx context.Context, c *accounting.Counter) (snapshot, error) {
 	items := []accounting.ReserveItem{
 		{Counter: withLimit(*c, unlimited)},
 		{Counter: bookkeeping(*c, grantsKey, unlimited)},
 		{Counter: bookkeeping(*c, returnsKey, unlimited)},
+		{Counter: bookkeeping(*c, incarnationKey, unlimited)},
 	}
 	id := r.nextID()
 	res, err := r.store.Reserve(ctx, accounting.ReserveRequest{ID: id, Items: items})
 	if err != nil {
 		return snapshot{}, err
 	}
-	if !res.Admitted || len(res.States) != 3 {
+	if !res.Admitted || len(res.States) != 4 {
 		return snapshot{}, fmt.Errorf("regions: the store refused a reservation of nothing on %s", c.Key)
 	}
 	r.drop(ctx, id, items, res.States)
 	st := res.States
 	return snapshot{
-		used:     unlimited - st[0].Remaining,
-		granted:  unlimited - st[1].Remaining,
-		returned: unlimited - st[2].Remaining,
-		mark:     st[0].Mark,
+		used:        unlimited - st[0].Remaining,
+		granted:     unlimited - st[1].Remaining,
+		returned:    unlimited - st[2].Remaining,
+		incarnation: unlimited - st[3].Remaining,
+		mark:        st[0].Mark,
 	}, nil
 }
 
 // raise brings the region's bookkeeping counter suffix of c up to target
 // in window mark, charging also (when not nil) the counter also by as
-// much. Each try charges what the last snapshot lacked, under target as
-// the limit, so that two replicas raising at once never take it past
-// target.
+// much, first and in a call of its own: on a sharded store the two
+// counters may sit in different slots, which one call does not change
+// atomically, and a crash between the two must leave the budget
+// unspendable, not counted as returned and still spendable. Each try
+// charges what the last snapshot lacked, under target as the limit, so
+// that two replicas raising at once never take it past target (also may
+// then be charged twice: budget lost for the window, never spent
+// twice).
 func (r *Region) raise(ctx context.Context, c *accounting.Counter, mark int64, suffix string, target int64, also *accounting.Counter) error {
 	for range 8 {
 		s, err := r.snapshot(ctx, c)
@@ -84,11 +138,12 @@ func (r *Region) raise(ctx context.Context, c *accounting.Counter, mark int64, s
 		if have >= target {
 			return nil
 		}
-		items := []accounting.ReserveItem{{Counter: bookkeeping(*c, suffix, target), Amount: target - have}}
 		if also != nil {
-			items = append(items, accounting.ReserveItem{Counter: withLimit(*also, unlimited), Amount: target - have})
+			if _, err := r.charge(ctx, mark, []accounting.ReserveItem{{Counter: withLimit(*also, unlimited), Amount: target - have}}); err != nil {
+				return err
+			}
 		}
-		ok, err := r.charge(ctx, mark, items)
+		ok, err := r.charge(ctx, mark, []accounting.ReserveItem{{Counter: bookkeeping(*c, suffix, target), Amount: target - have}})
 		if err != nil || ok {
 			return err
 		}

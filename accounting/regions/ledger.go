@@ -90,6 +90,12 @@ type Window struct {
 	// Expire is how long the ledger keeps the window's record after the
 	// last call: past the window's end.
 	Expire time.Duration
+	// Incarnation is the calling region's id for the window, as its
+	// store holds it (every replica of the region reads the same). The
+	// ledger counts grants per incarnation; a call with another id than
+	// the region's last writes off what the last one held (see the
+	// package doc).
+	Incarnation int64
 }
 
 // Holding is a region's standing in the ledger after a call.
@@ -102,17 +108,25 @@ type Holding struct {
 	// Reclaimed is what this call took back from lapsed leases (any
 	// region's).
 	Reclaimed int64
+	// Superseded reports that the call came from another incarnation of
+	// the region than the last call did: the region's store forgot its
+	// counters, or two regions share its name. WrittenOff is then what
+	// the superseded incarnation held, now never granted again in the
+	// window.
+	Superseded bool
+	WrittenOff int64
 }
 
-// Acquire asks for want more of w's limit for region and renews the
-// region's lease. It returns what was granted (between 0 and want: what
-// is free) and the region's holding.
+// Acquire asks for want more of w's limit for region (its incarnation
+// w.Incarnation) and renews the region's lease. It returns what was
+// granted (between 0 and want: what is free) and the incarnation's
+// holding.
 func (l *Ledger) Acquire(ctx context.Context, region string, w Window, want int64) (int64, Holding, error) {
 	v, err := l.run(ctx, acquireScript, region, w, strconv.FormatInt(want, 10))
 	if err != nil {
 		return 0, Holding{}, err
 	}
-	return v[0], Holding{Granted: v[1], Released: v[2], Reclaimed: v[3]}, nil
+	return v[0], Holding{Granted: v[1], Released: v[2], Reclaimed: v[3], Superseded: v[4] >= 0, WrittenOff: max(v[4], 0)}, nil
 }
 
 // Report records that region has used used of w in all, and returned
@@ -125,11 +139,11 @@ func (l *Ledger) Report(ctx context.Context, region string, w Window, used, retu
 	if err != nil {
 		return Holding{}, err
 	}
-	return Holding{Granted: v[0], Released: v[1], Reclaimed: v[3]}, nil
+	return Holding{Granted: v[0], Released: v[1], Reclaimed: v[3], Superseded: v[4] >= 0, WrittenOff: max(v[4], 0)}, nil
 }
 
 // run calls script on w's key with the common arguments and args, and
-// returns its four integers.
+// returns its five integers.
 func (l *Ledger) run(ctx context.Context, script *redis.Script, region string, w Window, args ...string) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
@@ -144,14 +158,15 @@ func (l *Ledger) run(ctx context.Context, script *redis.Script, region string, w
 		strconv.FormatInt(w.Lapse.Microseconds(), 10),
 		strconv.FormatInt(expire, 10),
 		now,
+		strconv.FormatInt(w.Incarnation, 10),
 	}, anys(args)...)
 	key := LedgerKeyPrefix + w.Key + ":" + strconv.FormatInt(w.Mark, 10)
 	v, err := script.Run(ctx, l.rdb, []string{key}, argv...).Int64Slice()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrLedgerUnavailable, err)
 	}
-	if len(v) != 4 {
-		return nil, fmt.Errorf("%w: ledger answered %d values, want 4", ErrLedgerUnavailable, len(v))
+	if len(v) != 5 {
+		return nil, fmt.Errorf("%w: ledger answered %d values, want 5", ErrLedgerUnavailable, len(v))
 	}
 	return v, nil
 }

@@ -17,6 +17,7 @@ import (
 type ledgerOp struct {
 	at       int64 // seconds after t0
 	region   string
+	inc      int64         // the caller's incarnation
 	lapse    time.Duration // the caller's lease TTL + grace; 0 means 40s
 	acquire  bool
 	want     int64
@@ -78,6 +79,26 @@ func TestLedger(t *testing.T) {
 			{at: 60, region: "eu", used: 200, wantHold: Holding{Granted: 800}},
 			{at: 90, region: "us", acquire: true, want: 1000, wantGot: 200, wantHold: Holding{Granted: 200}},
 		}},
+		{"a new incarnation writes off what the last one held, for good", []ledgerOp{
+			{region: "eu", inc: 1, acquire: true, want: 600, wantGot: 600, wantHold: Holding{Granted: 600}},
+			{region: "eu", inc: 1, used: 300, wantHold: Holding{Granted: 600}},
+			{region: "us", lapse: 5 * time.Minute, acquire: true, want: 1000, wantGot: 400, wantHold: Holding{Granted: 400}},
+			{region: "us", lapse: 5 * time.Minute, used: 300, wantHold: Holding{Granted: 400}},
+			{at: 1, region: "eu", inc: 2, acquire: true, want: 500, wantGot: 0, wantHold: Holding{Superseded: true, WrittenOff: 600}},
+			{at: 100, region: "us", lapse: 5 * time.Minute, used: 300, returned: 100, wantHold: Holding{Granted: 400, Released: 100}},
+			{at: 100, region: "eu", inc: 2, acquire: true, want: 500, wantGot: 100, wantHold: Holding{Granted: 100}},
+		}},
+		{"two incarnations of a name are each capped by their own grants", []ledgerOp{
+			{region: "eu", inc: 1, acquire: true, want: 300, wantGot: 300, wantHold: Holding{Granted: 300}},
+			{region: "eu", inc: 2, acquire: true, want: 300, wantGot: 300, wantHold: Holding{Granted: 300, Superseded: true, WrittenOff: 300}},
+			{region: "eu", inc: 1, acquire: true, want: 1000, wantGot: 400, wantHold: Holding{Granted: 700, Superseded: true, WrittenOff: 300}},
+			{region: "eu", inc: 2, used: 300, wantHold: Holding{Granted: 300, Superseded: true, WrittenOff: 700}},
+			{region: "eu", inc: 2, acquire: true, want: 1, wantGot: 0, wantHold: Holding{Granted: 300}},
+		}},
+		{"a grant whose answer was lost is the same incarnation's", []ledgerOp{
+			{region: "eu", inc: 1, acquire: true, want: 300, wantGot: 300, wantHold: Holding{Granted: 300}},
+			{region: "eu", inc: 1, used: 0, wantHold: Holding{Granted: 300}},
+		}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,7 +106,7 @@ func TestLedger(t *testing.T) {
 			l := NewLedger(rdb, LedgerOptions{Now: func() time.Time { return now }})
 			for j, op := range tt.ops {
 				now = t0.Add(time.Duration(op.at) * time.Second)
-				w := Window{Key: "k" + strconv.Itoa(i), Mark: 7, Limit: 1000, Lapse: 40 * time.Second, Expire: time.Hour}
+				w := Window{Key: "k" + strconv.Itoa(i), Mark: 7, Limit: 1000, Lapse: 40 * time.Second, Expire: time.Hour, Incarnation: op.inc}
 				if op.lapse != 0 {
 					w.Lapse = op.lapse
 				}
@@ -113,7 +134,7 @@ func TestLedger(t *testing.T) {
 		if _, _, err := l.Acquire(context.Background(), "eu", w, 1); err != nil {
 			t.Fatal(err)
 		}
-		got, err := rdb.HGet(context.Background(), LedgerKeyPrefix+"time:1", "t:eu").Result()
+		got, err := rdb.HGet(context.Background(), LedgerKeyPrefix+"time:1", "t:eu#0").Result()
 		if want := strconv.FormatInt(t0.UnixMicro(), 10); err != nil || got != want {
 			t.Errorf("got t:eu %q (%v), want %q", got, err, want)
 		}
@@ -125,7 +146,7 @@ func TestLedger(t *testing.T) {
 		if _, _, err := l.Acquire(context.Background(), "eu", w, 1); err != nil {
 			t.Fatal(err)
 		}
-		got, err := rdb.HGet(context.Background(), LedgerKeyPrefix+"redis-time:1", "t:eu").Int64()
+		got, err := rdb.HGet(context.Background(), LedgerKeyPrefix+"redis-time:1", "t:eu#0").Int64()
 		if now := time.Now().UnixMicro(); err != nil || got < now-int64(time.Minute/time.Microsecond) || got > now+int64(time.Minute/time.Microsecond) {
 			t.Errorf("got t:eu %d (%v), want Redis's time, about %d", got, err, now)
 		}

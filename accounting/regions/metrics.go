@@ -11,6 +11,7 @@ type Metrics struct {
 	granted     *prometheus.CounterVec // counter
 	returned    *prometheus.CounterVec // counter
 	reclaimedBy prometheus.Counter
+	writtenOff  *prometheus.CounterVec // counter
 	ledgerErrs  *prometheus.CounterVec // op: acquire|report
 	unspent     *prometheus.GaugeVec   // region, counter
 }
@@ -31,6 +32,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "tokenwarden_region_lease_reclaimed_total",
 			Help: "Budget the ledger took back from regions whose lease lapsed (silent past lease_ttl plus grace), in the limits' units, seen by this replica's ledger calls.",
 		}),
+		writtenOff: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokenwarden_region_lease_written_off_total",
+			Help: "Budget the ledger wrote off when this replica's region called it as a new incarnation (its store forgot its counters, or two regions share its name): what the superseded incarnation held, never granted again in the window, in the limit's unit, by counter. Any increase is an incident.",
+		}, []string{"counter"}),
 		ledgerErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokenwarden_region_ledger_errors_total",
 			Help: "Ledger calls that failed or timed out, by operation (acquire, report); the region then spends only what it holds until its lease lapses.",
@@ -41,7 +46,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help: "What this replica's region holds of its lease and has not spent, as of the replica's last ledger call, in the limit's unit, by region and counter: budget that other regions cannot have meanwhile.",
 	}, []string{"region", "counter"})
 	if reg != nil {
-		reg.MustRegister(m.granted, m.returned, m.reclaimedBy, m.ledgerErrs, m.unspent)
+		reg.MustRegister(m.granted, m.returned, m.reclaimedBy, m.writtenOff, m.ledgerErrs, m.unspent)
 	}
 	return m
 }
@@ -61,6 +66,14 @@ func (m *Metrics) returnedAdd(key string, n int64) {
 func (m *Metrics) reclaimed(n int64) {
 	if m != nil && n > 0 {
 		m.reclaimedBy.Add(float64(n))
+	}
+}
+
+// writtenOffAdd counts a write-off, even of nothing, so that the series
+// exists once a region was superseded.
+func (m *Metrics) writtenOffAdd(key string, n int64) {
+	if m != nil {
+		m.writtenOff.WithLabelValues(key).Add(float64(max(n, 0)))
 	}
 }
 

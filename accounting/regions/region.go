@@ -27,8 +27,12 @@ const (
 	DefaultGrace = 10 * time.Second
 	// DefaultSyncInterval is how often a region reports its use.
 	DefaultSyncInterval = 5 * time.Second
-	// DefaultAcquireTimeout bounds a request's wait for more lease.
-	DefaultAcquireTimeout = 250 * time.Millisecond
+	// DefaultAcquireTimeout bounds a request's wait for more lease: a
+	// read of the region's store, a round trip to the ledger (another
+	// region, often 100-300ms away) and the recording of the grant (a
+	// few store calls). A ledger farther away than the bound leaves the
+	// acquiring to the sync loop.
+	DefaultAcquireTimeout = time.Second
 	// DefaultRetryAfter is how long after a failed ledger call requests
 	// stop asking the ledger themselves (the sync loop still does).
 	DefaultRetryAfter = time.Second
@@ -75,7 +79,10 @@ type Options struct {
 	// lease; zero means DefaultSyncInterval.
 	SyncInterval time.Duration
 	// AcquireTimeout bounds how long a request that did not fit waits for
-	// the region to acquire more; zero means DefaultAcquireTimeout.
+	// the region to acquire more: a store read, a round trip to the
+	// ledger and a few store calls to record the grant, so it must
+	// exceed the round trip to the ledger. Zero means
+	// DefaultAcquireTimeout.
 	AcquireTimeout time.Duration
 	// RetryAfter is how long after a failed ledger call requests do not
 	// call it again themselves; zero means DefaultRetryAfter.
@@ -162,6 +169,9 @@ type Region struct {
 
 	mu       sync.Mutex
 	counters map[string]*leased
+	// keep holds the keys of the counters of the limits in force, as
+	// [Region.Retain] last set them; nil keeps every counter.
+	keep map[string]bool
 }
 
 var _ accounting.Regional = (*Region)(nil)
@@ -172,6 +182,7 @@ type leased struct {
 	// holding of the counter (acquiring, reporting, returning); a
 	// request waits for it no longer than its own bound.
 	turn chan struct{}
+	key  string             // c.Key, read without the turn
 	c    accounting.Counter // guarded by turn; its Limit is the global limit
 	// view is the cap requests reserve under.
 	view atomic.Pointer[capView]
@@ -278,7 +289,7 @@ func (r *Region) counter(c *accounting.Counter) *leased {
 		if len(r.counters) >= MaxCounters {
 			return nil
 		}
-		lc = &leased{c: *c, turn: make(chan struct{}, 1)}
+		lc = &leased{key: c.Key, c: *c, turn: make(chan struct{}, 1)}
 		r.counters[c.Key] = lc
 	}
 	return lc
@@ -354,7 +365,7 @@ func (r *Region) chunkOf(c *accounting.Counter) int64 {
 // acquire asks the ledger for want more of c in the window of s, and
 // applies the answer; it returns what the region has left of its cap.
 func (r *Region) acquire(ctx context.Context, lc *leased, s snapshot, want int64, sent time.Time) (int64, error) {
-	got, h, err := r.ledger.Acquire(ctx, r.name, r.window(&lc.c, s.mark), want)
+	got, h, err := r.ledger.Acquire(ctx, r.name, r.window(&lc.c, s), want)
 	if err != nil {
 		r.ledgerFailed(lc, "acquire", sent, err)
 		return 0, err
@@ -377,6 +388,13 @@ func (r *Region) ledgerFailed(lc *leased, op string, at time.Time, err error) {
 // the replica's lease from sent, the start of the call that answered h.
 // It returns what the region has left of its cap.
 func (r *Region) apply(ctx context.Context, lc *leased, s *snapshot, h Holding, sent time.Time) (int64, error) {
+	if h.Superseded {
+		r.m.writtenOffAdd(lc.c.Key, h.WrittenOff)
+		r.log.Error("another incarnation of the region called the ledger last in this window: "+
+			"the region's store forgot its counters (a restart without persistence, a flush, a failover), "+
+			"or two regions share this name; the ledger wrote off what the other incarnation held",
+			"region", r.name, "counter", lc.c.Key, "incarnation", s.incarnation, "written_off", h.WrittenOff)
+	}
 	if err := r.raise(ctx, &lc.c, s.mark, grantsKey, h.Granted, nil); err != nil {
 		return 0, err
 	}
@@ -399,8 +417,8 @@ func (r *Region) apply(ctx context.Context, lc *leased, s *snapshot, h Holding, 
 	return h.Granted - s.used, nil
 }
 
-// window is c's window mark in the ledger.
-func (r *Region) window(c *accounting.Counter, mark int64) Window {
+// window is c's window of s in the ledger, called by s's incarnation.
+func (r *Region) window(c *accounting.Counter, s snapshot) Window {
 	var length time.Duration
 	switch c.Calendar {
 	case accounting.CalendarMonth:
@@ -410,5 +428,5 @@ func (r *Region) window(c *accounting.Counter, mark int64) Window {
 	default:
 		length = c.Window
 	}
-	return Window{Key: c.Key, Mark: mark, Limit: c.Limit, Lapse: r.lapse, Expire: length + r.lapse + time.Hour}
+	return Window{Key: c.Key, Mark: s.mark, Limit: c.Limit, Lapse: r.lapse, Expire: length + r.lapse + time.Hour, Incarnation: s.incarnation}
 }

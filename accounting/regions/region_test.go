@@ -134,7 +134,7 @@ func TestRegionWindowTurns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	april := ledgerState(t, rdb, eu.region.window(&counter, s.mark))["eu"]
+	april := ledgerState(t, rdb, eu.region.window(&counter, s))["eu"]
 	if s.used != 100 || april[0] < s.used || s.granted != april[0] {
 		t.Errorf("April: used %d under a grant of %d, the ledger granted %d; want 100 used within the ledger's grant, which the store records", s.used, s.granted, april[0])
 	}
@@ -155,7 +155,7 @@ func TestRegionSync(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return s.granted - s.used, ledgerState(t, rdb, eu.region.window(&counter, s.mark))["eu"]
+		return s.granted - s.used, ledgerState(t, rdb, eu.region.window(&counter, s))["eu"]
 	}
 	steps := []struct {
 		name        string
@@ -247,7 +247,7 @@ func TestRegionReplicasAcquireAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g := ledgerState(t, rdb, a.window(&counter, s.mark))["eu"][0]; s.granted != g {
+	if g := ledgerState(t, rdb, a.window(&counter, s))["eu"][0]; s.granted != g {
 		t.Errorf("the region's store records %d granted, the ledger %d; want the ledger's", s.granted, g)
 	}
 }

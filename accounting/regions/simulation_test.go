@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -208,20 +209,24 @@ func ledgerState(t *testing.T, rdb *redis.Client, w Window) map[string][3]int64 
 	}
 	out := make(map[string][3]int64)
 	for f, v := range h {
+		if f[0] == 'i' {
+			continue
+		}
 		var n int64
 		if _, err := fmt.Sscan(v, &n); err != nil {
 			t.Fatalf("ledger field %s = %q: %v", f, v, err)
 		}
-		st := out[f[2:]]
+		region, _, _ := strings.Cut(f[2:], "#")
+		st := out[region]
 		switch f[0] {
 		case 'g':
-			st[0] = n
+			st[0] += n
 		case 'x':
-			st[1] = n
+			st[1] += n
 		case 'u':
-			st[2] = n
+			st[2] += n
 		}
-		out[f[2:]] = st
+		out[region] = st
 	}
 	return out
 }
@@ -343,7 +348,7 @@ func TestSimulation(t *testing.T) {
 	survivors := []*simRegion{eu, ap}
 	drain(t, clock, 1000, survivors...)
 	drain(t, clock, 1, survivors...)
-	w := eu.region.window(&counter, snap(eu).mark)
+	w := eu.region.window(&counter, snap(eu))
 	st := ledgerState(t, rdbs[0], w)
 	t.Logf("ledger at us death (window %+v): %v; spent eu %d us %d ap %d", w, st, eu.spent, us.spent, ap.spent)
 	usHeld := st["us"][0] - st["us"][1]

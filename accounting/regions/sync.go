@@ -18,11 +18,66 @@ import (
 func (r *Region) Sync(ctx context.Context) error {
 	var first error
 	for _, lc := range r.all() {
-		if err := r.syncOne(ctx, lc); err != nil && first == nil {
+		var err error
+		if r.retired(lc) {
+			err = r.retire(ctx, lc)
+		} else {
+			err = r.syncOne(ctx, lc)
+		}
+		if err != nil && first == nil {
 			first = err
 		}
 	}
 	return first
+}
+
+// Retain tells the region the limits now in force (a reload changed
+// them): the counters of limits kept across regions that are not among
+// them (the limit was removed, renamed, or no longer kept across
+// regions) are given back, all they hold unused, at the next Sync, and
+// then no longer synced or leased. Until the first call, every counter
+// the region has leased is kept.
+func (r *Region) Retain(limits []accounting.Limit) {
+	keep := make(map[string]bool)
+	for i := range limits {
+		if limits[i].AcrossRegions {
+			// A limit kept across regions has no scope: one counter,
+			// whatever the attributes.
+			keep[accounting.CounterKey(&limits[i], nil)] = true
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.keep = keep
+}
+
+// retired reports whether lc is of a limit no longer in force.
+func (r *Region) retired(lc *leased) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.keep != nil && !r.keep[lc.key]
+}
+
+// retire gives back all lc holds unused, tells the ledger, and forgets
+// lc. A request on a Limiter of the last config that asks for lc again
+// makes it anew, and the next Sync retires it again.
+func (r *Region) retire(ctx context.Context, lc *leased) error {
+	if !lc.take(ctx) {
+		return ctx.Err()
+	}
+	err := r.closeOne(ctx, lc)
+	lc.done()
+	if err != nil {
+		return err
+	}
+	r.log.Info("gave back the lease of a limit no longer in force", "region", r.name, "counter", lc.key)
+	r.m.setUnspent(r.name, lc.key, 0)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.counters[lc.key] == lc {
+		delete(r.counters, lc.key)
+	}
+	return nil
 }
 
 func (r *Region) all() []*leased {
@@ -52,7 +107,7 @@ func (r *Region) syncOne(ctx context.Context, lc *leased) error {
 			return err
 		}
 	}
-	h, err := r.ledger.Report(ctx, r.name, r.window(&lc.c, s.mark), s.used-s.returned, s.returned)
+	h, err := r.ledger.Report(ctx, r.name, r.window(&lc.c, s), s.used-s.returned, s.returned)
 	if err != nil {
 		r.ledgerFailed(lc, "report", sent, err)
 		return err
@@ -70,19 +125,23 @@ func (r *Region) syncOne(ctx context.Context, lc *leased) error {
 }
 
 // giveBack makes amount of the region's unused cap on lc unspendable in
-// its store (charged to the counter, and counted as returned), before
+// its store (charged to the counter, in a call that fits only if that
+// much is unspent), then counts it as returned (a call of its own: on a
+// sharded store the two counters may sit in different slots), before
 // the report that tells the ledger: the ledger can then give it to
 // another region without the region ever spending it too. A crash
-// between the two loses amount for the window, until the next report of
-// any replica tells the ledger; it never overspends. It returns the
-// snapshot after.
+// between the two charges loses amount for the window (the region
+// reports it as used); a crash after them, until the next report of any
+// replica tells the ledger. It never overspends. It returns the snapshot
+// after.
 func (r *Region) giveBack(ctx context.Context, lc *leased, s snapshot, amount int64) (snapshot, error) {
-	ok, err := r.charge(ctx, s.mark, []accounting.ReserveItem{
-		{Counter: withLimit(lc.c, s.granted), Amount: amount},
-		{Counter: bookkeeping(lc.c, returnsKey, unlimited), Amount: amount},
-	})
+	ok, err := r.charge(ctx, s.mark, []accounting.ReserveItem{{Counter: withLimit(lc.c, s.granted), Amount: amount}})
 	if err != nil || !ok {
 		// Spent meanwhile: nothing to give back now.
+		return s, err
+	}
+	if _, err := r.charge(ctx, s.mark, []accounting.ReserveItem{{Counter: bookkeeping(lc.c, returnsKey, unlimited), Amount: amount}}); err != nil {
+		s.used += amount
 		return s, err
 	}
 	r.m.returnedAdd(lc.c.Key, amount)
@@ -121,7 +180,7 @@ func (r *Region) closeOne(ctx context.Context, lc *leased) error {
 			return err
 		}
 	}
-	h, err := r.ledger.Report(ctx, r.name, r.window(&lc.c, s.mark), s.used-s.returned, s.returned)
+	h, err := r.ledger.Report(ctx, r.name, r.window(&lc.c, s), s.used-s.returned, s.returned)
 	if err != nil {
 		r.ledgerFailed(lc, "report", sent, err)
 		return err

@@ -31,6 +31,7 @@ regions:
   ledger: {url: "`+ledger.URL()+`", timeout: 1m}
   lease_chunk: 0.01
   acquire_timeout: 1m   # a loaded machine must not make the first request's acquire time out
+  grace: 2m             # past the store's timeout
 limits:
   - {name: company, dimension: tokens, algorithm: fixed_window, limit: 100000, window: month, across_regions: true}
 `)
@@ -63,8 +64,10 @@ limits:
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := func(f string) int64 { v, _ := strconv.ParseInt(h[f], 10, 64); return v }
-	if g, x, u := n("g:eu"), n("x:eu"), n("u:eu"); g != 1000 || u != 12 || g-x != u {
+	// The region's one incarnation in the window: its store's id.
+	eu := "eu#" + h["i:eu"]
+	n := func(f string) int64 { v, _ := strconv.ParseInt(h[f+eu], 10, 64); return v }
+	if g, x, u := n("g:"), n("x:"), n("u:"); g != 1000 || u != 12 || g-x != u {
 		t.Errorf("after shutdown the ledger has eu granted %d, released %d, using %d; want 1000 granted, 12 used, the rest released", g, x, u)
 	}
 }

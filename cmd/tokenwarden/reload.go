@@ -204,6 +204,10 @@ type reloader struct {
 	// ticks, when set, stands in for the watch's ticker (tests): it is
 	// read while the config in force asks for a watch.
 	ticks <-chan time.Time
+	// retain, when the server leases limits across regions, tells the
+	// region the limits of each config applied, so that it gives back
+	// the leases of those a reload removed.
+	retain func([]accounting.Limit)
 
 	mu  sync.Mutex
 	cur *config.Config
@@ -360,6 +364,9 @@ func (r *reloader) apply(data []byte, hash, trigger string) string {
 	}
 	r.level.Set(next.Log.Level)
 	r.cur, r.live = next, limiter
+	if r.retain != nil {
+		r.retain(next.Accounting.Limits)
+	}
 	r.count(reloadApplied)
 	r.m.lastSuccess.SetToCurrentTime()
 	r.m.info.Reset()

@@ -473,3 +473,23 @@ func TestReloadKeepsTracing(t *testing.T) {
 		t.Errorf("spans of a request after a reload: got %v, want a decision and a settlement", names)
 	}
 }
+
+// Each config applied tells the region its limits, so that it gives back
+// the leases of limits a reload removed; a config refused tells it
+// nothing.
+func TestReloadTellsTheRegionItsLimits(t *testing.T) {
+	rig := newReloadRig(t, baseConfig)
+	var told [][]accounting.Limit
+	rig.r.retain = func(l []accounting.Limit) { told = append(told, l) }
+	rig.write(t, strings.Replace(baseConfig, "127.0.0.1:50051", "127.0.0.1:50052", 1))
+	if got := rig.r.check(); got != reloadRefused {
+		t.Fatalf("listen changed: got %q, want %q", got, reloadRefused)
+	}
+	rig.write(t, strings.Replace(baseConfig, "limit: 1000", "limit: 2000", 1))
+	if got := rig.r.check(); got != reloadApplied {
+		t.Fatalf("limit raised: got %q, want %q", got, reloadApplied)
+	}
+	if len(told) != 1 || len(told[0]) == 0 || told[0][0].Limit != 2000 {
+		t.Errorf("after a refused and an applied reload: the region was told %v, want once, the applied config's limits (2000)", told)
+	}
+}

@@ -154,6 +154,7 @@ func serve(ctx context.Context, cfg *config.Config, file *configFile, hash strin
 		cfg.Server.TracerProvider = tp
 	}
 	withRegion := *cfg
+	var retain func([]accounting.Limit)
 	if cfg.Regions != nil {
 		region, closeRegion, err := newRegion(cfg.Regions, store, log, reg)
 		if err != nil {
@@ -161,12 +162,14 @@ func serve(ctx context.Context, cfg *config.Config, file *configFile, hash strin
 		}
 		defer closeRegion()
 		withRegion.Accounting.Regional = region
+		retain = region.Retain
 	}
 	srv, limiter, err := newServer(&withRegion, store, log, reg)
 	if err != nil {
 		return err
 	}
 	rl := newReloader(file, cfg, hash, limiter, srv, level, log, reg)
+	rl.retain = retain
 	// Registered before the server says it started: from then on a
 	// SIGHUP reloads, and never takes the default action (exit).
 	hup := make(chan os.Signal, 1)
