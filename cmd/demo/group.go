@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/tokenwarden/tokenwarden/internal/localrun"
 	"io"
 	"os/exec"
 	"sync"
@@ -33,7 +34,7 @@ func (g *group) start(name, bin string, args ...string) error {
 	p := &proc{name: name, cmd: exec.Command(bin, args...), done: make(chan struct{})}
 	out := &prefixWriter{g: g, prefix: fmt.Sprintf("%-11s | ", name)}
 	p.cmd.Stdout, p.cmd.Stderr = out, out
-	setDeathSignal(p.cmd)
+	localrun.SetDeathSignal(p.cmd)
 	if err := p.cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", name, err)
 	}
@@ -71,19 +72,12 @@ func (g *group) stop(stderr io.Writer) error {
 			p.cmd.Process.Kill()
 			<-p.done
 		}
-		if p.err != nil && !stoppedBySignal(p.cmd) {
+		if p.err != nil && !localrun.StoppedBySignal(p.cmd) {
 			errs = append(errs, fmt.Errorf("%s: %w", p.name, p.err))
 		}
 	}
 	g.procs = nil
 	return errors.Join(errs...)
-}
-
-// stoppedBySignal reports whether the process ended by SIGTERM or SIGINT,
-// as asked (Envoy may end by the signal rather than exit 0).
-func stoppedBySignal(cmd *exec.Cmd) bool {
-	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	return ok && ws.Signaled() && (ws.Signal() == syscall.SIGTERM || ws.Signal() == syscall.SIGINT)
 }
 
 // prefixWriter writes whole lines, each with its prefix.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -12,10 +11,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tokenwarden/tokenwarden/internal/envoyconfig"
+	"github.com/tokenwarden/tokenwarden/internal/localrun"
 )
 
 // Files of the repository the demo runs on, relative to its root.
@@ -40,11 +39,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	root, err := envoyconfig.FindRoot()
+	root, err := localrun.FindRoot()
 	if err != nil {
 		return err
 	}
-	envoyBin, err := envoyconfig.FindEnvoy(o.envoy)
+	envoyBin, err := localrun.FindEnvoy(o.envoy)
 	if err != nil {
 		return err
 	}
@@ -121,7 +120,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// may stop (cleanly) before this process sees its own signal. The
 		// servers exit 0 (or by the signal) only when told to stop, so that
 		// is what a clean exit means; anything else is a failure.
-		if p.err != nil && !stoppedBySignal(p.cmd) {
+		if p.err != nil && !localrun.StoppedBySignal(p.cmd) {
 			return fmt.Errorf("%s exited: %v", p.name, p.err)
 		}
 	}
@@ -202,9 +201,9 @@ func (g *group) awaitReady(ctx context.Context, a addrs) error {
 			}
 			return err == nil
 		}},
-		{"tokenwarden's /readyz", func() bool { return httpOK(client, "http://"+a.tokenwardenAdmin+"/readyz") }},
-		{"Envoy's /ready", func() bool { return httpOK(client, "http://"+a.envoyAdmin+"/ready") }},
-		{"Envoy's health check of tokenwarden", func() bool { return tokenwardenHealthy(client, a.envoyAdmin) }},
+		{"tokenwarden's /readyz", func() bool { return localrun.HTTPOK(client, "http://"+a.tokenwardenAdmin+"/readyz") }},
+		{"Envoy's /ready", func() bool { return localrun.HTTPOK(client, "http://"+a.envoyAdmin+"/ready") }},
+		{"Envoy's health check of tokenwarden", func() bool { return localrun.TokenwardenHealthy(client, a.envoyAdmin) }},
 	}
 	for _, c := range checks {
 		for !c.ok() {
@@ -218,32 +217,4 @@ func (g *group) awaitReady(ctx context.Context, a addrs) error {
 		}
 	}
 	return nil
-}
-
-func httpOK(c *http.Client, url string) bool {
-	resp, err := c.Get(url)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode == http.StatusOK
-}
-
-// tokenwardenHealthy reads Envoy's /clusters for the health flags of the
-// cluster "tokenwarden"'s host: "healthy" once a health check has passed.
-func tokenwardenHealthy(c *http.Client, admin string) bool {
-	resp, err := c.Get("http://" + admin + "/clusters")
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "tokenwarden::")
-		if ok && strings.Contains(rest, "::health_flags::") {
-			return strings.HasSuffix(rest, "::health_flags::healthy")
-		}
-	}
-	return false
 }

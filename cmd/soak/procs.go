@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"github.com/tokenwarden/tokenwarden/internal/localrun"
 	"net"
 	"net/http"
 	"os"
@@ -45,7 +45,7 @@ func startProc(dir, name, bin string, args ...string) (*proc, error) {
 		defer null.Close()
 		p.cmd.Stdout = null
 	}
-	setDeathSignal(p.cmd)
+	localrun.SetDeathSignal(p.cmd)
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
@@ -103,18 +103,11 @@ func stopAll(procs []*proc) error {
 			errs = append(errs, fmt.Errorf("%s did not stop within %v of SIGTERM", p.name, stopGrace))
 			continue
 		}
-		if p.err != nil && !stoppedBySignal(p.cmd) {
+		if p.err != nil && !localrun.StoppedBySignal(p.cmd) {
 			errs = append(errs, fmt.Errorf("%s: %w\n%s", p.name, p.err, p.tail()))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// stoppedBySignal reports whether the process ended by SIGTERM, as
-// asked (Envoy may end by the signal rather than exit 0).
-func stoppedBySignal(cmd *exec.Cmd) bool {
-	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	return ok && ws.Signaled() && ws.Signal() == syscall.SIGTERM
 }
 
 // freeAddr returns a loopback address nothing listens on now.
@@ -163,41 +156,12 @@ func awaitReady(ctx context.Context, procs []*proc, checks []check) error {
 // and show up in the goroutine count the soak watches.
 var admin = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 
-func httpOK(url string) bool {
-	resp, err := admin.Get(url)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode == http.StatusOK
-}
-
 func listening(addr string) bool {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err == nil {
 		c.Close()
 	}
 	return err == nil
-}
-
-// tokenwardenHealthy reads Envoy's /clusters for the health flags of the
-// cluster "tokenwarden"'s host: "healthy" once a health check has passed
-// (before that, Envoy answers every request 503).
-func tokenwardenHealthy(envoyAdmin string) bool {
-	resp, err := admin.Get("http://" + envoyAdmin + "/clusters")
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "tokenwarden::")
-		if ok && strings.Contains(rest, "::health_flags::") {
-			return strings.HasSuffix(rest, "::health_flags::healthy")
-		}
-	}
-	return false
 }
 
 // rssBytes returns a process's resident set (VmRSS in /proc/PID/status).

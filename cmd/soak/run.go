@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tokenwarden/tokenwarden/internal/envoyconfig"
+	"github.com/tokenwarden/tokenwarden/internal/localrun"
 )
 
 // report is what a soak found.
@@ -51,7 +51,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (*report,
 	if err != nil {
 		return nil, err
 	}
-	root, err := envoyconfig.FindRoot()
+	root, err := localrun.FindRoot()
 	if err != nil {
 		return nil, err
 	}

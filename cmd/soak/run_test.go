@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tokenwarden/tokenwarden/internal/envoyconfig"
+	"github.com/tokenwarden/tokenwarden/internal/localrun"
 )
 
 // inCI reports whether the tests run in CI, where a missing Envoy or
@@ -23,7 +23,7 @@ func inCI() bool {
 func need(t *testing.T) {
 	t.Helper()
 	var err error
-	if _, e := envoyconfig.FindEnvoy(""); e != nil {
+	if _, e := localrun.FindEnvoy(""); e != nil {
 		err = e
 	}
 	if _, e := exec.LookPath("redis-server"); e != nil {

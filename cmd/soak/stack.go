@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tokenwarden/tokenwarden/internal/envoyconfig"
+	"github.com/tokenwarden/tokenwarden/internal/localrun"
 )
 
 // stack is the running processes: Redis (unless -redis), fakellm,
@@ -33,7 +34,7 @@ type stack struct {
 // startStack builds tokenwarden and fakellm into dir and starts the
 // stack. On error it stops what it started.
 func startStack(ctx context.Context, root, dir string, o options, stdout io.Writer) (st *stack, err error) {
-	envoyBin, err := envoyconfig.FindEnvoy(o.envoy)
+	envoyBin, err := localrun.FindEnvoy(o.envoy)
 	if err != nil {
 		return nil, err
 	}
@@ -127,9 +128,9 @@ func startStack(ctx context.Context, root, dir string, o options, stdout io.Writ
 	st.procs = append(st.procs, st.envoy)
 	err = awaitReady(ctx, st.procs, []check{
 		{"fakellm to listen on " + llm, func() bool { return listening(llm) }},
-		{"tokenwarden's /readyz", func() bool { return httpOK("http://" + twAdmin + "/readyz") }},
-		{"Envoy's /ready", func() bool { return httpOK("http://" + st.envoyAdmin + "/ready") }},
-		{"Envoy's health check of tokenwarden", func() bool { return tokenwardenHealthy(st.envoyAdmin) }},
+		{"tokenwarden's /readyz", func() bool { return localrun.HTTPOK(admin, "http://"+twAdmin+"/readyz") }},
+		{"Envoy's /ready", func() bool { return localrun.HTTPOK(admin, "http://"+st.envoyAdmin+"/ready") }},
+		{"Envoy's health check of tokenwarden", func() bool { return localrun.TokenwardenHealthy(admin, st.envoyAdmin) }},
 	})
 	return st, err
 }

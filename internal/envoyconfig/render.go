@@ -2,8 +2,7 @@
 // for processes on this machine: the commands that run Envoy next to
 // tokenwarden and fakellm (the local demo, the soak) move its four
 // addresses to loopback and change nothing else, so that they run the
-// configuration the tests validate. It also finds what those commands
-// need to run it: the repository's root and the Envoy binary.
+// configuration the tests validate.
 package envoyconfig
 
 import (
