@@ -115,6 +115,10 @@ type rampStep struct {
 // rampGain is how much a step must beat the best so far to go on.
 const rampGain = 1.05
 
+// warmUpClients is the warm-up's one level of closed-loop clients when
+// -rate skips the ramp: more than Envoy has workers.
+const warmUpClients = 4
+
 // ramp finds the maximum load: closed loop, each level's conc clients
 // send one request after another for step, at 4, 8, 16, … up to maxConc
 // clients, until a level's throughput (responses a second, 429s

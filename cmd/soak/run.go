@@ -116,10 +116,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (*report,
 		rate = best / 2
 		fmt.Fprintf(stdout, "\nMaximum: %.0f req/s; the soak offers half: %.0f req/s, open loop.\n\n", best, rate)
 	} else {
-		fmt.Fprintf(stdout, "The soak offers %.0f req/s (-rate), open loop; no ramp.\n\n", rate)
+		// Envoy's workers open their connections to tokenwarden with
+		// their first requests: a short closed loop opens them, so that
+		// the idle level below counts their goroutines, as it does after
+		// a ramp, and the check after the traffic compares like with like.
+		fmt.Fprintf(stderr, "soak: warm-up, %v\n", o.rampStep)
+		if _, _, err := ramp(ctx, cl, who, o.rampStep, warmUpClients); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(stdout, "The soak offers %.0f req/s (-rate), open loop; no ramp, a %v warm-up at %d clients.\n\n", rate, o.rampStep, warmUpClients)
 	}
 	// The idle level of tokenwarden's goroutines, with Envoy's
-	// connections made (by the ramp, or by the health checks).
+	// connections made by the ramp or the warm-up.
 	m, err := st.settle(ctx, settleTimeout)
 	if err != nil {
 		return nil, err
