@@ -118,7 +118,11 @@ func (s *Store) fcallOnce(ctx context.Context, fn string, keys []string, args ..
 			// Routed by its first key, as the typed FCall is.
 			cmd.SetFirstKeyPos(3)
 		}
-		_ = s.client.Process(ctx, noRetryCmd{cmd})
+		if s.batch != nil {
+			s.batch.process(ctx, cmd)
+		} else {
+			_ = s.client.Process(ctx, noRetryCmd{cmd})
+		}
 		if !refusedForNow(cmd.Err()) || wait > budget || !sleep(ctx, wait) {
 			return cmd
 		}
@@ -180,7 +184,8 @@ func unavailable(err error) error {
 
 // notApplied reports whether a failed call certainly changed nothing in
 // Redis: no connection could be had (a failed dial, an exhausted pool, a
-// closed client), so the command was never sent; or Redis answered with
+// closed client, or the call's context ended while it waited for its
+// turn in a pipeline), so the command was never sent; or Redis answered with
 // an error. An error answer means Redis refused the command whole (OOM,
 // READONLY, NOPERM, LOADING, CROSSSLOT, a missing function…) or the
 // function raised it, which the library can only do before its first
@@ -196,5 +201,6 @@ func notApplied(err error) bool {
 	if errors.As(err, &op) && op.Op == "dial" {
 		return true
 	}
-	return errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrPoolExhausted) || errors.Is(err, redis.ErrClosed)
+	return errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrPoolExhausted) || errors.Is(err, redis.ErrClosed) ||
+		errors.Is(err, errNotSent)
 }
