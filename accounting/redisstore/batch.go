@@ -59,17 +59,20 @@ func newBatcher(c *redis.Client) *batcher { return &batcher{client: c} }
 // process sends cmd, in a pipeline with the calls queued beside it, and
 // returns once it is answered (its result or error is in cmd).
 func (b *batcher) process(ctx context.Context, cmd *redis.Cmd) {
-	w := &waiter{ctx: ctx, cmd: cmd}
 	b.mu.Lock()
 	if !b.sending {
 		b.sending = true
 		b.mu.Unlock()
-		one := [1]*waiter{w}
-		b.send(one[:])
+		// Alone: a plain command, on the caller's own context.
+		if err := ctx.Err(); err != nil {
+			cmd.SetErr(fmt.Errorf("%w: %w", errNotSent, err))
+		} else {
+			_ = b.client.Process(ctx, noRetryCmd{cmd})
+		}
 		b.next()
 		return
 	}
-	w.done = make(chan struct{}, 1)
+	w := &waiter{ctx: ctx, cmd: cmd, done: make(chan struct{}, 1)}
 	b.queue = append(b.queue, w)
 	b.mu.Unlock()
 	<-w.done
@@ -116,7 +119,6 @@ func (b *batcher) send(batch []*waiter) {
 	}
 	switch {
 	case live == 1 && len(batch) == 1:
-		// Alone: a plain command, on the caller's own context.
 		_ = b.client.Process(batch[0].ctx, noRetryCmd{batch[0].cmd})
 	case live > 0:
 		ctx, cancel := context.Background(), context.CancelFunc(func() {})

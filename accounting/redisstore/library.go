@@ -61,11 +61,12 @@ func newLibrary(body string) library {
 	}
 }
 
-// fcall calls the library's function fn. When Redis does not have the
+// fcall calls the library's function *fn (a pointer, which go-redis
+// writes as the string: boxing the string would allocate). When Redis does not have the
 // library (it restarted without persistence, FUNCTION FLUSH ran, or a
 // failover promoted a server that never had it) it loads it and calls
 // again: a call refused for a missing function did nothing.
-func (s *Store) fcall(ctx context.Context, fn string, keys []string, args ...any) *redis.Cmd {
+func (s *Store) fcall(ctx context.Context, fn *string, keys []string, args ...any) *redis.Cmd {
 	cmd := s.fcallOnce(ctx, fn, keys, args...)
 	err := cmd.Err()
 	switch {
@@ -100,11 +101,14 @@ func (s *Store) fcall(ctx context.Context, fn string, keys []string, args ...any
 // within the call's timeout usually turns what would be a store error
 // (each limit's on_store_error, for every request on that slot
 // meanwhile) into a short delay.
-func (s *Store) fcallOnce(ctx context.Context, fn string, keys []string, args ...any) *redis.Cmd {
+func (s *Store) fcallOnce(ctx context.Context, fn *string, keys []string, args ...any) *redis.Cmd {
 	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
 	cmdArgs = append(cmdArgs, "fcall", fn, len(keys))
-	for _, k := range keys {
-		cmdArgs = append(cmdArgs, k)
+	for i := range keys {
+		// A pointer to the key, which go-redis writes and routes by as it
+		// does a string: boxing the string itself would allocate its
+		// header, once per key and call.
+		cmdArgs = append(cmdArgs, &keys[i])
 	}
 	cmdArgs = append(cmdArgs, args...)
 	// The waits between attempts add up to half the timeout at most: an
