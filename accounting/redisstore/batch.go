@@ -105,26 +105,20 @@ func (b *batcher) next() {
 // cancelled with any one call's context, since the others' answers ride
 // on it.
 func (b *batcher) send(batch []*waiter) {
-	var deadline time.Time
 	live := 0
 	for _, w := range batch {
 		if err := w.ctx.Err(); err != nil {
 			w.cmd.SetErr(fmt.Errorf("%w: %w", errNotSent, err))
 			continue
 		}
-		if d, ok := w.ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
-			deadline = d
-		}
 		live++
 	}
-	switch {
-	case live == 1 && len(batch) == 1:
+	if live == 1 && len(batch) == 1 {
 		_ = b.client.Process(batch[0].ctx, noRetryCmd{batch[0].cmd})
-	case live > 0:
-		ctx, cancel := context.Background(), context.CancelFunc(func() {})
-		if !deadline.IsZero() {
-			ctx, cancel = context.WithDeadline(ctx, deadline)
-		}
+		return
+	}
+	ctx, cancel := b.bound(batch)
+	if ctx != nil {
 		pipe := b.client.Pipeline()
 		for _, w := range batch {
 			if w.cmd.Err() == nil {
@@ -136,5 +130,42 @@ func (b *batcher) send(batch []*waiter) {
 	}
 	for _, w := range batch[1:] {
 		w.done <- struct{}{}
+	}
+}
+
+// bound returns the context of the pipeline of the calls of batch not yet
+// answered: the earliest of their deadlines. A call whose deadline has
+// passed, though its context's timer has not fired yet, is answered as
+// not sent rather than let it end its batchmates' pipeline at once. It
+// returns nil when no call is left to send.
+func (b *batcher) bound(batch []*waiter) (context.Context, context.CancelFunc) {
+	for {
+		var earliest time.Time
+		left := false
+		for _, w := range batch {
+			if w.cmd.Err() != nil {
+				continue
+			}
+			left = true
+			if d, ok := w.ctx.Deadline(); ok && (earliest.IsZero() || d.Before(earliest)) {
+				earliest = d
+			}
+		}
+		switch {
+		case !left:
+			return nil, nil
+		case earliest.IsZero():
+			return context.Background(), func() {}
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), earliest)
+		if ctx.Err() == nil {
+			return ctx, cancel
+		}
+		cancel()
+		for _, w := range batch {
+			if d, ok := w.ctx.Deadline(); ok && w.cmd.Err() == nil && !d.After(earliest) {
+				w.cmd.SetErr(fmt.Errorf("%w: %w", errNotSent, context.DeadlineExceeded))
+			}
+		}
 	}
 }

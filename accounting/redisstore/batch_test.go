@@ -245,3 +245,50 @@ func (breakPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 		return err
 	}
 }
+
+// lateTimer is a context whose deadline has passed but whose timer has
+// not fired yet, as a loaded machine leaves one for a moment.
+type lateTimer struct{ context.Context }
+
+func (lateTimer) Deadline() (time.Time, bool) { return time.Unix(1, 0), true }
+
+// TestBatchDeadlinePassed queues a call whose deadline has passed (its
+// timer not yet fired) beside one with time left: the first is answered
+// as never sent, and does not end its batchmate's pipeline.
+func TestBatchDeadlinePassed(t *testing.T) {
+	srv := redistest.Start(t)
+	s, h := heldStore(t, srv)
+	c := fixedCounter("batch-late", 100, time.Hour)
+	req := func(id string) accounting.ReserveRequest {
+		return accounting.ReserveRequest{ID: id, Items: []accounting.ReserveItem{{Counter: c, Amount: 10}}}
+	}
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.Reserve(context.Background(), req("first"))
+		first <- err
+	}()
+	<-h.held
+	late := make(chan error, 1)
+	go func() {
+		_, err := s.Reserve(lateTimer{context.Background()}, req("late"))
+		late <- err
+	}()
+	queued(t, s, 1)
+	onTime := make(chan error, 1)
+	go func() {
+		_, err := s.Reserve(context.Background(), req("on-time"))
+		onTime <- err
+	}()
+	queued(t, s, 2)
+	close(h.release)
+	if err := <-first; err != nil {
+		t.Fatalf("first reservation: %v", err)
+	}
+	if err := <-late; !errors.Is(err, accounting.ErrNotApplied) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a call past its deadline: got %v, want ErrNotApplied and context.DeadlineExceeded", err)
+	}
+	if err := <-onTime; err != nil {
+		t.Errorf("its batchmate with time left: got %v, want no error", err)
+	}
+}
