@@ -34,8 +34,8 @@ type batcher struct {
 	client *redis.Client
 
 	mu sync.Mutex
-	// sending is set while a pipeline is on its way; the calls made
-	// meanwhile wait in queue.
+	// sending is set while a call or a pipeline is on its way; the calls
+	// made meanwhile wait in queue.
 	sending bool
 	queue   []*waiter
 }
