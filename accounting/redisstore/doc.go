@@ -84,6 +84,20 @@
 // window, calendar month, token bucket or one-slot sliding window
 // counter, 230 bytes for a sliding window holding all 11 slots.
 //
+// # Calls that share a round trip
+//
+// On a single server (or a Sentinel-monitored master), calls made while
+// another is on its way to Redis wait for it and then go together, as one
+// pipeline; a call made while none is on its way goes at once, alone. A
+// round trip costs a replica more in system calls than in Go, so under
+// load this is most of what the Redis store costs beyond the memory store
+// (BENCHMARKS.md, "The Redis store's client side"). Redis still runs each
+// FCALL atomically and on its own; nothing is sent twice; a call whose
+// context ends while it waits is never sent and wraps
+// [accounting.ErrNotApplied]. A cluster client sends every call alone:
+// go-redis splits a cluster pipeline by node and may send its commands
+// again after a broken connection.
+//
 // # Failures
 //
 // Every call is bounded by [Options.Timeout] (config store.redis.timeout),
@@ -94,7 +108,8 @@
 // to match. Every failure is returned wrapped in
 // [accounting.ErrStoreUnavailable], so that the Limiter applies each
 // limit's on_store_error; a failure that certainly changed nothing (no
-// connection could be had, or Redis answered with an error) also wraps
+// connection could be had, the call was never sent, or Redis answered
+// with an error) also wraps
 // [accounting.ErrNotApplied], which spares the release. go-redis reconnects by itself when Redis comes
 // back; the Store needs no restart. The client does not retry a command:
 // a Reserve retried after it ran would charge twice.

@@ -54,7 +54,7 @@ func (s *Store) peek(ctx context.Context, counters []accounting.Counter) ([]acco
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	reply, err := s.fcall(ctx, lib.peek, keys, args...).Text()
+	reply, err := s.fcall(ctx, &lib.peek, keys, args...).Text()
 	if err != nil {
 		return nil, unavailable(err)
 	}

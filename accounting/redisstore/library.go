@@ -61,11 +61,12 @@ func newLibrary(body string) library {
 	}
 }
 
-// fcall calls the library's function fn. When Redis does not have the
+// fcall calls the library's function *fn (a pointer, which go-redis
+// writes as the string: boxing the string would allocate). When Redis does not have the
 // library (it restarted without persistence, FUNCTION FLUSH ran, or a
 // failover promoted a server that never had it) it loads it and calls
 // again: a call refused for a missing function did nothing.
-func (s *Store) fcall(ctx context.Context, fn string, keys []string, args ...any) *redis.Cmd {
+func (s *Store) fcall(ctx context.Context, fn *string, keys []string, args ...any) *redis.Cmd {
 	cmd := s.fcallOnce(ctx, fn, keys, args...)
 	err := cmd.Err()
 	switch {
@@ -100,11 +101,14 @@ func (s *Store) fcall(ctx context.Context, fn string, keys []string, args ...any
 // within the call's timeout usually turns what would be a store error
 // (each limit's on_store_error, for every request on that slot
 // meanwhile) into a short delay.
-func (s *Store) fcallOnce(ctx context.Context, fn string, keys []string, args ...any) *redis.Cmd {
+func (s *Store) fcallOnce(ctx context.Context, fn *string, keys []string, args ...any) *redis.Cmd {
 	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
 	cmdArgs = append(cmdArgs, "fcall", fn, len(keys))
-	for _, k := range keys {
-		cmdArgs = append(cmdArgs, k)
+	for i := range keys {
+		// A pointer to the key, which go-redis writes and routes by as it
+		// does a string: boxing the string itself would allocate its
+		// header, once per key and call.
+		cmdArgs = append(cmdArgs, &keys[i])
 	}
 	cmdArgs = append(cmdArgs, args...)
 	// The waits between attempts add up to half the timeout at most: an
@@ -118,7 +122,11 @@ func (s *Store) fcallOnce(ctx context.Context, fn string, keys []string, args ..
 			// Routed by its first key, as the typed FCall is.
 			cmd.SetFirstKeyPos(3)
 		}
-		_ = s.client.Process(ctx, noRetryCmd{cmd})
+		if s.batch != nil {
+			s.batch.process(ctx, cmd)
+		} else {
+			_ = s.client.Process(ctx, noRetryCmd{cmd})
+		}
 		if !refusedForNow(cmd.Err()) || wait > budget || !sleep(ctx, wait) {
 			return cmd
 		}
@@ -180,7 +188,8 @@ func unavailable(err error) error {
 
 // notApplied reports whether a failed call certainly changed nothing in
 // Redis: no connection could be had (a failed dial, an exhausted pool, a
-// closed client), so the command was never sent; or Redis answered with
+// closed client, or the call's context ended while it waited for its
+// turn in a pipeline), so the command was never sent; or Redis answered with
 // an error. An error answer means Redis refused the command whole (OOM,
 // READONLY, NOPERM, LOADING, CROSSSLOT, a missing function…) or the
 // function raised it, which the library can only do before its first
@@ -196,5 +205,6 @@ func notApplied(err error) bool {
 	if errors.As(err, &op) && op.Op == "dial" {
 		return true
 	}
-	return errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrPoolExhausted) || errors.Is(err, redis.ErrClosed)
+	return errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrPoolExhausted) || errors.Is(err, redis.ErrClosed) ||
+		errors.Is(err, errNotSent)
 }

@@ -26,6 +26,9 @@ type Store struct {
 	// sentinelMaster is Options.SentinelMasterName, to name the server
 	// in eviction checks (a failover client does not know its address).
 	sentinelMaster string
+	// batch sends concurrent calls as pipelines, on a single server
+	// (nil for a cluster client; see batcher).
+	batch *batcher
 
 	// offset (µs) is added to Redis's TIME inside the scripts, and
 	// frozen (µs), when not zero, replaces TIME. Only the package's tests
@@ -59,6 +62,7 @@ func New(opts Options) (*Store, error) {
 		prefix:         hashTagPrefix(opts.HashTag),
 		shardBy:        opts.ShardBy,
 		sentinelMaster: opts.SentinelMasterName,
+		batch:          batcherFor(client),
 	}, nil
 }
 
@@ -75,7 +79,17 @@ func NewFromClient(client redis.UniversalClient, opts Options) (*Store, error) {
 	if err := opts.validateStore(); err != nil {
 		return nil, fmt.Errorf("redisstore: invalid options: %w", err)
 	}
-	return &Store{client: client, timeout: opts.timeout(), prefix: hashTagPrefix(opts.HashTag), shardBy: opts.ShardBy}, nil
+	return &Store{client: client, timeout: opts.timeout(), prefix: hashTagPrefix(opts.HashTag), shardBy: opts.ShardBy,
+		batch: batcherFor(client)}, nil
+}
+
+// batcherFor is the batcher of a single server's (or a Sentinel-monitored
+// master's) client, nil for any other.
+func batcherFor(client redis.UniversalClient) *batcher {
+	if c, ok := client.(*redis.Client); ok {
+		return newBatcher(c)
+	}
+	return nil
 }
 
 // hashTagPrefix is the prefix of every key for a valid hash tag.

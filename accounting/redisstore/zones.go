@@ -37,10 +37,10 @@ func (z *zones) add(c *accounting.Counter) int64 {
 	return z.n
 }
 
-// call calls fn with the clock, the items and, when there are zoned
+// call calls *fn with the clock, the items and, when there are zoned
 // items, their boundaries: a call without any passes two arguments, as
 // before time zones.
-func (s *Store) call(ctx context.Context, fn string, keys []string, items []byte, z *zones) *redis.Cmd {
+func (s *Store) call(ctx context.Context, fn *string, keys []string, items []byte, z *zones) *redis.Cmd {
 	if z.n == 0 {
 		return s.fcall(ctx, fn, keys, s.clock(), items)
 	}

@@ -22,7 +22,7 @@
 // reply) and the lifecycle latency at p50 and p99. -cpuprofile DIR
 // writes each server's CPU profile.
 //
-//	loadgen serve -store noop|memory|redis [-redis URL] [-listen ADDR]
+//	loadgen serve -store noop|memory|redis [-redis URL] [-redis-timeout D] [-listen ADDR]
 //	loadgen noop [-listen 127.0.0.1:50061]
 //	loadgen -target 127.0.0.1:50051 [-pid PID] [-c 16] [-n 10000]
 //

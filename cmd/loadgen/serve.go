@@ -98,6 +98,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 	store := fs.String("store", "memory", "what to serve: noop, memory or redis")
 	listen := fs.String("listen", "127.0.0.1:0", "listen `address`")
 	redisURL := fs.String("redis", "", "Redis `URL` for -store redis")
+	redisTimeout := fs.Duration("redis-timeout", 0, "the Redis store's Timeout (0: its default); raise it for a server slowed by valgrind")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `file`")
 	var tuning grpcTuning
 	tuning.flags(fs)
@@ -110,7 +111,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 	case "noop":
 		srv, opts = envoytest.Noop{}, extproc.GRPCServerOptions()
 	case "memory", "redis":
-		tw, closeStore, err := tokenwarden(*store, *redisURL, stderr)
+		tw, closeStore, err := tokenwarden(*store, *redisURL, *redisTimeout, stderr)
 		if err != nil {
 			return err
 		}
@@ -150,7 +151,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 // tokenwarden builds the server the way the tokenwarden binary does with
 // its default estimation settings (approximate tokenizer, output cap and
 // stream usage injected), metrics registered, logging at info.
-func tokenwarden(store, redisURL string, stderr io.Writer) (*extproc.Server, func(), error) {
+func tokenwarden(store, redisURL string, redisTimeout time.Duration, stderr io.Writer) (*extproc.Server, func(), error) {
 	var st accounting.Store
 	closeStore := func() {}
 	switch store {
@@ -160,7 +161,7 @@ func tokenwarden(store, redisURL string, stderr io.Writer) (*extproc.Server, fun
 		if redisURL == "" {
 			return nil, nil, errors.New("-store redis needs -redis")
 		}
-		rs, err := redisstore.New(redisstore.Options{URL: redisURL})
+		rs, err := redisstore.New(redisstore.Options{URL: redisURL, Timeout: redisTimeout})
 		if err != nil {
 			return nil, nil, err
 		}
