@@ -433,8 +433,14 @@ func (l *Limiter) reserveOnce(ctx context.Context, req Request, grow bool) (*Res
 	// The caller's context as it is: the store bounds the call.
 	res, err := l.store.Reserve(ctx, ReserveRequest{ID: r.ID, Items: items})
 	if err != nil {
-		l.m.storeErrors.WithLabelValues("reserve").Inc()
-		l.shadowStoreErrors(r.items)
+		if ctx.Err() == nil {
+			// A caller that left (the client hung up, Envoy ended the
+			// stream) ends its own call: that is no failure of the
+			// store, and an alert on store errors must not fire on
+			// clients that hang up. The release below still runs.
+			l.m.storeErrors.WithLabelValues("reserve").Inc()
+			l.shadowStoreErrors(r.items)
+		}
 		if errors.Is(err, ErrStoreUnavailable) && !errors.Is(err, ErrNotApplied) {
 			l.releaseLater(ReserveRequest{ID: r.ID, Items: items})
 		}

@@ -32,7 +32,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokenwarden_store_errors_total",
-			Help: "Store calls that failed or timed out, by operation.",
+			Help: "Store calls that failed or timed out, by operation; not a reservation whose caller left while it was under way.",
 		}, []string{"op"}),
 		settlements: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokenwarden_settlements_total",

@@ -303,3 +303,36 @@ func TestSettleAfterRecordTTL(t *testing.T) {
 		})
 	}
 }
+
+// TestCallerLeftIsNoStoreError: a reservation whose caller leaves while
+// the store call is under way fails with the caller's context, and is
+// released like any call that may have landed, but is not counted as a
+// store error (an alert on that metric would otherwise fire on clients
+// that hang up); a store that fails under a caller still there is.
+func TestCallerLeftIsNoStoreError(t *testing.T) {
+	lim := limit("tpm", accounting.Tokens, 1000, "tenant")
+	store := &hookStore{Store: memstore.New(memstore.Options{})}
+	store.reserve = func(ctx context.Context, req accounting.ReserveRequest) (accounting.ReserveResult, error) {
+		if ctx.Err() != nil {
+			return accounting.ReserveResult{}, fmt.Errorf("%w: %w", accounting.ErrStoreUnavailable, ctx.Err())
+		}
+		return accounting.ReserveResult{}, errTimeout
+	}
+	l, reg := limiterWithMetrics(t, store, lim)
+	defer closeLimiter(t, l)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := l.Reserve(ctx, accounting.Request{Attributes: tenant}); err == nil {
+		t.Fatal("Reserve after the caller left: got no error")
+	}
+	if got := metric(t, reg, "tokenwarden_store_errors_total", "reserve"); got != 0 {
+		t.Errorf("store errors after the caller left: got %v, want 0", got)
+	}
+	if _, err := l.Reserve(t.Context(), accounting.Request{Attributes: tenant}); err == nil {
+		t.Fatal("Reserve on a failing store: got no error")
+	}
+	if got := metric(t, reg, "tokenwarden_store_errors_total", "reserve"); got != 1 {
+		t.Errorf("store errors after a store timeout: got %v, want 1", got)
+	}
+}
