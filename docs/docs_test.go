@@ -143,15 +143,20 @@ func TestLinks(t *testing.T) {
 	}
 }
 
-// outsideFiles are documents that exist only outside the repository; the
-// repository must stand on its own.
-var outsideFiles = []string{"DESIGN.md", "ENVOY-EXTPROC.md", "WIRE-FORMATS.md"}
+// mdNameRE matches a Markdown document's file name.
+var mdNameRE = regexp.MustCompile(`\b[A-Za-z0-9_-]+\.md\b`)
 
-// TestNoReferenceOutsideTheRepository checks no source, config or document
-// of the repository names a file that is not in it: neither the known
-// outside documents, nor a repository path (in backquotes in the
-// documentation) that does not exist.
+// TestNoReferenceOutsideTheRepository checks no document, config or
+// comment of the repository names a file that is not in it: every
+// Markdown document it names (a design note, a protocol summary kept
+// elsewhere) must be one the repository has, and every repository path
+// (in backquotes in the documentation) must exist. What is checked is the
+// prose: Markdown outside fenced blocks (a shell line may write a report
+// of its own), and the comments of Go files (a Go string may name another
+// tree's files as data, as the tokenizer's corpus reads Go's own docs).
 func TestNoReferenceOutsideTheRepository(t *testing.T) {
+	have := map[string]bool{}
+	var texts []struct{ path, text string }
 	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -162,29 +167,40 @@ func TestNoReferenceOutsideTheRepository(t *testing.T) {
 			}
 			return nil
 		}
-		switch filepath.Ext(p) {
+		ext := filepath.Ext(p)
+		if ext == ".md" {
+			have[d.Name()] = true
+		}
+		switch ext {
 		case ".go", ".md", ".yaml", ".yml", ".json", ".sh", ".lua":
 		default:
 			if d.Name() != "Dockerfile" {
 				return nil
 			}
 		}
-		if p == filepath.Join(root, "docs", "docs_test.go") {
-			return nil // this file names them, to forbid them
-		}
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return err
 		}
-		for _, name := range outsideFiles {
-			if strings.Contains(string(b), name) {
-				t.Errorf("%s refers to %s, which is not in the repository", p, name)
-			}
+		text := string(b)
+		switch ext {
+		case ".md":
+			text = prose(text)
+		case ".go":
+			text = goComments(t, p, b)
 		}
+		texts = append(texts, struct{ path, text string }{p, text})
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range texts {
+		for _, name := range mdNameRE.FindAllString(f.text, -1) {
+			if !have[name] {
+				t.Errorf("%s names %s, which is not in the repository", f.path, name)
+			}
+		}
 	}
 
 	repoPath := regexp.MustCompile(`^(\.ci|accounting|cmd|deploy|docs|envoy|extproc|internal|testdata)/[A-Za-z0-9_./-]*$`)
@@ -394,4 +410,20 @@ func structOf(e ast.Expr, structs map[string]*ast.StructType) *ast.StructType {
 		return x
 	}
 	return nil
+}
+
+// goComments returns the comments of the Go file at path, one after
+// another.
+func goComments(t *testing.T, path string, src []byte) string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), path, src, parser.ParseComments|parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var b strings.Builder
+	for _, g := range f.Comments {
+		b.WriteString(g.Text())
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
