@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -75,7 +76,24 @@ func (b *batcher) process(ctx context.Context, cmd *redis.Cmd) {
 	w := &waiter{ctx: ctx, cmd: cmd, done: make(chan struct{}, 1)}
 	b.queue = append(b.queue, w)
 	b.mu.Unlock()
-	<-w.done
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+		// A call whose context ends while it is still queued leaves the
+		// queue, not sent, rather than wait for the round trip ahead of
+		// it, which may last the whole store timeout. Once next has
+		// taken the queue it is too late: the call is on its way (or
+		// must send its batchmates), and waits for its answer.
+		b.mu.Lock()
+		if i := slices.Index(b.queue, w); i >= 0 {
+			b.queue = slices.Delete(b.queue, i, i+1)
+			b.mu.Unlock()
+			cmd.SetErr(fmt.Errorf("%w: %w", errNotSent, ctx.Err()))
+			return
+		}
+		b.mu.Unlock()
+		<-w.done
+	}
 	if w.batch != nil {
 		b.send(w.batch)
 		b.next()
