@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/tokenwarden/tokenwarden/internal/localrun"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tokenwarden/tokenwarden/internal/localrun"
 )
 
 // proc is one child process, its output in a log file.
