@@ -195,31 +195,13 @@ func (c *Config) fileSettings(f *file, p *problems) {
 
 func (c *Config) store(f *file, p *problems) {
 	r := &f.Store.Redis
-	var timeout time.Duration
-	if r.Timeout != "" {
-		// Checked whatever the store type, so that a bad timeout is
-		// found before the day the type becomes redis.
-		d, err := time.ParseDuration(r.Timeout)
-		if err != nil || d <= 0 {
-			p.add("store.redis.timeout", "%q is not a positive duration", r.Timeout)
-		}
-		timeout = d
-	}
+	// Read whatever the store type, so that a bad timeout is found
+	// before the day the type becomes redis.
+	opts := r.options("store.redis", 0, p)
 	switch f.Store.Type {
 	case "", "memory":
 	case "redis":
-		c.Store.Redis = &redisstore.Options{
-			URL:                r.URL,
-			Timeout:            max(timeout, 0),
-			PoolSize:           r.PoolSize,
-			MinIdleConns:       r.MinIdleConns,
-			HashTag:            r.HashTag,
-			ShardBy:            r.ShardBy,
-			ClusterAddrs:       r.ClusterAddrs,
-			SentinelMasterName: r.Sentinel.MasterName,
-			SentinelAddrs:      r.Sentinel.Addrs,
-			SentinelPassword:   r.Sentinel.Password,
-		}
+		c.Store.Redis = &opts
 		c.Store.AllowEviction = r.AllowEviction
 		if _, ok := f.Identity.Attributes[r.ShardBy]; r.ShardBy != "" && !ok && r.ShardBy != extproc.AttributeModel && r.ShardBy != extproc.AttributeAPI {
 			// Only a limit scoped by an attribute with a source can
@@ -228,6 +210,32 @@ func (c *Config) store(f *file, p *problems) {
 		}
 	default:
 		p.add("store.type", "%q is not memory or redis", f.Store.Type)
+	}
+}
+
+// options is the redisstore.Options a Redis section (at field) describes.
+// Its timeout is def when the section sets none, and a timeout that is
+// not a positive duration is reported.
+func (r *redisFile) options(field string, def time.Duration, p *problems) redisstore.Options {
+	timeout := def
+	if r.Timeout != "" {
+		d, err := time.ParseDuration(r.Timeout)
+		if err != nil || d <= 0 {
+			p.add(field+".timeout", "%q is not a positive duration", r.Timeout)
+		}
+		timeout = max(d, 0)
+	}
+	return redisstore.Options{
+		URL:                r.URL,
+		Timeout:            timeout,
+		PoolSize:           r.PoolSize,
+		MinIdleConns:       r.MinIdleConns,
+		HashTag:            r.HashTag,
+		ShardBy:            r.ShardBy,
+		ClusterAddrs:       r.ClusterAddrs,
+		SentinelMasterName: r.Sentinel.MasterName,
+		SentinelAddrs:      r.Sentinel.Addrs,
+		SentinelPassword:   r.Sentinel.Password,
 	}
 }
 

@@ -82,17 +82,7 @@ func (c *Config) regions(f *file, p *problems) {
 		}
 	}
 	lf := &rf.Ledger
-	r.Ledger = redisstore.Options{
-		URL: lf.URL, Timeout: regions.DefaultLedgerTimeout, PoolSize: lf.PoolSize, MinIdleConns: lf.MinIdleConns,
-		SentinelMasterName: lf.Sentinel.MasterName, SentinelAddrs: lf.Sentinel.Addrs, SentinelPassword: lf.Sentinel.Password,
-	}
-	if lf.Timeout != "" {
-		d, err := time.ParseDuration(lf.Timeout)
-		if err != nil || d <= 0 {
-			p.add("regions.ledger.timeout", "%q is not a positive duration", lf.Timeout)
-		}
-		r.Ledger.Timeout = max(d, 0)
-	}
+	r.Ledger = lf.options("regions.ledger", regions.DefaultLedgerTimeout, p)
 	if lf.HashTag != "" || len(lf.ClusterAddrs) > 0 || lf.ShardBy != "" {
 		// A few small hashes, one call a sync interval per replica: one
 		// server (with Sentinel for failover) carries it.

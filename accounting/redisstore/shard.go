@@ -35,11 +35,20 @@ const shardTagLen = 8
 // value when the counter's limit is scoped by it, from the whole key
 // otherwise. It is "" when ShardBy is not set.
 func (s *Store) ShardTag(counterKey string) string {
+	tag, _ := s.shardTag(counterKey)
+	return tag
+}
+
+// shardTag is ShardTag, and whether the counter's limit is scoped by the
+// ShardBy attribute (the tag is the principal's): groups needs both, and
+// finding the attribute's value once serves both.
+func (s *Store) shardTag(counterKey string) (tag string, principal bool) {
 	if s.shardBy == "" {
-		return ""
+		return "", false
 	}
 	h := fnv.New32a()
-	if v, ok := accounting.KeyScopeValue(counterKey, s.shardBy); ok {
+	v, principal := accounting.KeyScopeValue(counterKey, s.shardBy)
+	if principal {
 		// 'p' and 'k' keep a value from ever hashing as a key would.
 		h.Write([]byte{'p'})
 		h.Write([]byte(v))
@@ -54,7 +63,7 @@ func (s *Store) ShardTag(counterKey string) string {
 		b[i] = hexDigits[sum&0xf]
 		sum >>= 4
 	}
-	return string(b[:])
+	return string(b[:]), principal
 }
 
 // groupRecordKey is the key of reservation id's record in hash slot slot:
@@ -76,9 +85,10 @@ type group struct {
 	idx []int
 }
 
-// groups splits the counter keys of a call by hash slot, in the order
-// the steps take them: the principal's slot first (its limits are the
-// ones most likely to refuse, and refusing first costs no refund), then
+// groups splits the counter keys of a call on the sharded layout by hash
+// slot, in the order the steps take them: the principal's slot first
+// (its limits are the ones most likely to refuse, and refusing first
+// costs no refund), then
 // the others by slot number. Every replica takes any two slots in the
 // same order, so two decisions never wait on each other in a cycle (not
 // that Redis would let them: each step is one atomic call).
@@ -89,8 +99,10 @@ func (s *Store) groups(keys []string) []group {
 	// by an index, or splitting them costs seconds.
 	var index map[int]int
 	for i, k := range keys {
-		slot := keySlot(s.RedisKey(k))
-		_, principal := accounting.KeyScopeValue(k, s.shardBy)
+		// The tag leads the Redis key and holds no brace, so the key's
+		// slot is the tag's: hashing it needs no Redis key built.
+		tag, principal := s.shardTag(k)
+		slot := int(crc16(tag)) % slotCount
 		j := -1
 		if index != nil {
 			if at, ok := index[slot]; ok {

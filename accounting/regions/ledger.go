@@ -144,7 +144,7 @@ func (l *Ledger) Report(ctx context.Context, region string, w Window, used, retu
 
 // run calls script on w's key with the common arguments and args, and
 // returns its five integers.
-func (l *Ledger) run(ctx context.Context, script *redis.Script, region string, w Window, args ...string) ([]int64, error) {
+func (l *Ledger) run(ctx context.Context, script *redis.Script, region string, w Window, args ...any) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	now := ""
@@ -159,7 +159,7 @@ func (l *Ledger) run(ctx context.Context, script *redis.Script, region string, w
 		strconv.FormatInt(expire, 10),
 		now,
 		strconv.FormatInt(w.Incarnation, 10),
-	}, anys(args)...)
+	}, args...)
 	key := LedgerKeyPrefix + w.Key + ":" + strconv.FormatInt(w.Mark, 10)
 	v, err := script.Run(ctx, l.rdb, []string{key}, argv...).Int64Slice()
 	if err != nil {
@@ -169,12 +169,4 @@ func (l *Ledger) run(ctx context.Context, script *redis.Script, region string, w
 		return nil, fmt.Errorf("%w: ledger answered %d values, want 5", ErrLedgerUnavailable, len(v))
 	}
 	return v, nil
-}
-
-func anys(s []string) []any {
-	out := make([]any, len(s))
-	for i, v := range s {
-		out[i] = v
-	}
-	return out
 }

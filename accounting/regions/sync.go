@@ -107,13 +107,7 @@ func (r *Region) syncOne(ctx context.Context, lc *leased) error {
 			return err
 		}
 	}
-	h, err := r.ledger.Report(ctx, r.name, r.window(&lc.c, s), s.used-s.returned, s.returned)
-	if err != nil {
-		r.ledgerFailed(lc, "report", sent, err)
-		return err
-	}
-	r.m.reclaimed(h.Reclaimed)
-	if left, err = r.apply(ctx, lc, &s, h, sent); err != nil {
+	if left, err = r.report(ctx, lc, &s, sent); err != nil {
 		return err
 	}
 	if left < chunk/2+1 {
@@ -180,13 +174,22 @@ func (r *Region) closeOne(ctx context.Context, lc *leased) error {
 			return err
 		}
 	}
-	h, err := r.ledger.Report(ctx, r.name, r.window(&lc.c, s), s.used-s.returned, s.returned)
+	_, err = r.report(ctx, lc, &s, sent)
+	return err
+}
+
+// report tells the ledger the region's use of lc in the window of s,
+// which renews its lease, and applies the answer (what the ledger
+// reclaimed included); sent is when the call began. It returns what the
+// region has left of its cap.
+func (r *Region) report(ctx context.Context, lc *leased, s *snapshot, sent time.Time) (int64, error) {
+	h, err := r.ledger.Report(ctx, r.name, r.window(&lc.c, *s), s.used-s.returned, s.returned)
 	if err != nil {
 		r.ledgerFailed(lc, "report", sent, err)
-		return err
+		return 0, err
 	}
-	_, err = r.apply(ctx, lc, &s, h, sent)
-	return err
+	r.m.reclaimed(h.Reclaimed)
+	return r.apply(ctx, lc, s, h, sent)
 }
 
 // Run syncs every SyncInterval until ctx ends.

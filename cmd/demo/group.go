@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/tokenwarden/tokenwarden/internal/localrun"
 	"io"
 	"os/exec"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tokenwarden/tokenwarden/internal/localrun"
 )
 
 // group is the demo's child processes. Their output goes to one writer, each

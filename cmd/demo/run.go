@@ -185,33 +185,18 @@ func portOf(addr string) string {
 	return port
 }
 
-// awaitReady waits until fakellm accepts connections, tokenwarden's /readyz
-// answers 200, Envoy's /ready answers 200 and Envoy's gRPC health check of
-// tokenwarden has passed (before that, Envoy answers every request 503).
+// awaitReady waits for each of localrun.StackChecks in turn, failing
+// early when a process exits.
 func (g *group) awaitReady(ctx context.Context, a addrs) error {
 	client := &http.Client{Timeout: time.Second}
-	checks := []struct {
-		what string
-		ok   func() bool
-	}{
-		{"fakellm to listen on " + a.fakellm, func() bool {
-			c, err := net.DialTimeout("tcp", a.fakellm, time.Second)
-			if err == nil {
-				c.Close()
-			}
-			return err == nil
-		}},
-		{"tokenwarden's /readyz", func() bool { return localrun.HTTPOK(client, "http://"+a.tokenwardenAdmin+"/readyz") }},
-		{"Envoy's /ready", func() bool { return localrun.HTTPOK(client, "http://"+a.envoyAdmin+"/ready") }},
-		{"Envoy's health check of tokenwarden", func() bool { return localrun.TokenwardenHealthy(client, a.envoyAdmin) }},
-	}
+	checks := localrun.StackChecks(client, a.fakellm, a.tokenwardenAdmin, a.envoyAdmin)
 	for _, c := range checks {
-		for !c.ok() {
+		for !c.OK() {
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("waiting for %s: %w", c.what, ctx.Err())
+				return fmt.Errorf("waiting for %s: %w", c.What, ctx.Err())
 			case p := <-g.exited:
-				return fmt.Errorf("%s exited while waiting for %s: %v", p.name, c.what, p.err)
+				return fmt.Errorf("%s exited while waiting for %s: %v", p.name, c.What, p.err)
 			case <-time.After(100 * time.Millisecond):
 			}
 		}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/tokenwarden/tokenwarden/internal/localrun"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tokenwarden/tokenwarden/internal/localrun"
 )
 
 // proc is one child process, its output in a log file.
@@ -123,27 +124,21 @@ func freeAddr() (string, error) {
 // readyTimeout bounds how long the processes may take to become ready.
 const readyTimeout = 60 * time.Second
 
-// check is one condition awaitReady waits for.
-type check struct {
-	what string
-	ok   func() bool
-}
-
 // awaitReady waits for each check in turn, failing early when one of
 // procs exits.
-func awaitReady(ctx context.Context, procs []*proc, checks []check) error {
+func awaitReady(ctx context.Context, procs []*proc, checks []localrun.Check) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	for _, c := range checks {
-		for !c.ok() {
+		for !c.OK() {
 			for _, p := range procs {
 				if p.exited() {
-					return fmt.Errorf("%s exited while waiting for %s: %v\n%s", p.name, c.what, p.err, p.tail())
+					return fmt.Errorf("%s exited while waiting for %s: %v\n%s", p.name, c.What, p.err, p.tail())
 				}
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("waiting for %s: %w", c.what, ctx.Err())
+				return fmt.Errorf("waiting for %s: %w", c.What, ctx.Err())
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
@@ -155,14 +150,6 @@ func awaitReady(ctx context.Context, procs []*proc, checks []check) error {
 // connection: one would hold a goroutine in tokenwarden's admin server
 // and show up in the goroutine count the soak watches.
 var admin = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-
-func listening(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err == nil {
-		c.Close()
-	}
-	return err == nil
-}
 
 // rssBytes returns a process's resident set (VmRSS in /proc/PID/status).
 func rssBytes(pid int) (int64, error) {

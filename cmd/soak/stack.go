@@ -82,7 +82,7 @@ func startStack(ctx context.Context, root, dir string, o options, stdout io.Writ
 		return st, fmt.Errorf("-redis: %w", err)
 	}
 	st.rdb = redis.NewClient(ropts)
-	if err := awaitReady(ctx, st.procs, []check{{"Redis to answer PING", func() bool {
+	if err := awaitReady(ctx, st.procs, []localrun.Check{{What: "Redis to answer PING", OK: func() bool {
 		return st.rdb.Ping(ctx).Err() == nil
 	}}}); err != nil {
 		return st, err
@@ -126,12 +126,7 @@ func startStack(ctx context.Context, root, dir string, o options, stdout io.Writ
 		return st, err
 	}
 	st.procs = append(st.procs, st.envoy)
-	err = awaitReady(ctx, st.procs, []check{
-		{"fakellm to listen on " + llm, func() bool { return listening(llm) }},
-		{"tokenwarden's /readyz", func() bool { return localrun.HTTPOK(admin, "http://"+twAdmin+"/readyz") }},
-		{"Envoy's /ready", func() bool { return localrun.HTTPOK(admin, "http://"+st.envoyAdmin+"/ready") }},
-		{"Envoy's health check of tokenwarden", func() bool { return localrun.TokenwardenHealthy(admin, st.envoyAdmin) }},
-	})
+	err = awaitReady(ctx, st.procs, localrun.StackChecks(admin, llm, twAdmin, st.envoyAdmin))
 	return st, err
 }
 
