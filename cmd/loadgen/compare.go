@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -57,6 +59,8 @@ func compare(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	tenants := fs.Int("tenants", 100, "distinct x-tenant-id values")
 	scenario := fs.String("scenario", "sse", "response kind: sse (7 chunks) or json")
 	profiles := fs.String("cpuprofile", "", "write each server's CPU profile to `dir`/KIND.pprof")
+	serverCPUs := fs.String("server-cpus", "", "pin the servers to these CPUs (`list` as taskset takes it: 1 or 2-3), GOMAXPROCS set to match")
+	clientCPUs := fs.String("client-cpus", "", "pin the load client, and a redis-server it starts, to these CPUs (`list`)")
 	var tuning grpcTuning
 	tuning.flags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -75,11 +79,25 @@ func compare(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	serverPin, err := parsePin(*serverCPUs)
+	if err != nil {
+		return fmt.Errorf("-server-cpus: %w", err)
+	}
+	clientPin, err := parsePin(*clientCPUs)
+	if err != nil {
+		return fmt.Errorf("-client-cpus: %w", err)
+	}
+	if clientPin.set() {
+		if err := clientPin.apply(0); err != nil {
+			return err
+		}
+		runtime.GOMAXPROCS(len(clientPin.cpus))
+	}
 
 	var rc *redis.Client
 	if slices.Contains(kinds, "redis") {
 		if *redisURL == "" {
-			url, stop, err := startRedis(ctx)
+			url, stop, err := startRedis(ctx, clientPin)
 			if err != nil {
 				return err
 			}
@@ -108,7 +126,7 @@ func compare(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if *profiles != "" {
 			extra = append(extra, "-cpuprofile", filepath.Join(*profiles, k+".pprof"))
 		}
-		c, err := startChild(ctx, k, extra, stderr)
+		c, err := startChild(ctx, k, extra, serverPin, stderr)
 		if err != nil {
 			return err
 		}
@@ -117,6 +135,9 @@ func compare(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 	fmt.Fprintf(stdout, "loadgen compare: %s; %d streams, %d rounds of %v per server; %s scenario (%d B request body, %d response chunks), %d tenants, 3 limits\n",
 		*servers, *workers, *rounds, *duration, *scenario, len(chatBody), len(t.chunks), *tenants)
+	if serverPin.set() || clientPin.set() {
+		fmt.Fprintf(stdout, "pinned: servers on CPUs %v, load client on CPUs %v (none: not pinned)\n", serverPin.cpus, clientPin.cpus)
+	}
 	for _, c := range children {
 		// Warm up: connections, pools, caches, the scripts in Redis.
 		if w := closedLoop(ctx, c.client, t, *workers, 20**workers, 0); w.firstErr != nil {
@@ -200,13 +221,16 @@ func measure(ctx context.Context, c *child, rc *redis.Client, t *traffic, worker
 }
 
 // startChild starts this program as a server of kind and connects to it.
-func startChild(ctx context.Context, kind string, extra []string, stderr io.Writer) (*child, error) {
+func startChild(ctx context.Context, kind string, extra []string, p pin, stderr io.Writer) (*child, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(exe, append([]string{"serve", "-store", kind}, extra...)...)
 	cmd.Stderr = stderr
+	if p.set() {
+		cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(len(p.cpus)))
+	}
 	dieWithParent(cmd)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -216,6 +240,10 @@ func startChild(ctx context.Context, kind string, extra []string, stderr io.Writ
 		return nil, err
 	}
 	c := &child{kind: kind, cmd: cmd}
+	if err := p.apply(cmd.Process.Pid); err != nil {
+		c.stop()
+		return nil, err
+	}
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)

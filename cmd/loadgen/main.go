@@ -6,7 +6,7 @@
 // config, and a 2 KB streamed OpenAI chat request whose answer comes in
 // seven SSE chunks.
 //
-//	loadgen compare [-servers noop,memory,redis] [-c 32] [-d 5s] [-rounds 3] [-fraction 0.5] [-redis URL]
+//	loadgen compare [-servers noop,memory,redis] [-c 32] [-d 5s] [-rounds 3] [-fraction 0.5] [-redis URL] [-server-cpus LIST -client-cpus LIST]
 //
 // compare starts each server in a process of its own (this program with
 // "serve"): the do-nothing ext_proc server, the protocol floor; and
@@ -20,7 +20,11 @@
 // Then it offers each server -fraction of its measured throughput, open
 // loop, and reports the decision latency (request body sent → its
 // reply) and the lifecycle latency at p50 and p99. -cpuprofile DIR
-// writes each server's CPU profile.
+// writes each server's CPU profile. -server-cpus and -client-cpus pin the
+// servers and the load client (with a redis-server it starts) to CPUs of
+// their own, so that on a small machine a latency percentile measures
+// the server rather than the scheduler's choices between it and the
+// client: `loadgen compare -server-cpus 1 -client-cpus 0`.
 //
 //	loadgen serve -store noop|memory|redis [-redis URL] [-redis-timeout D] [-listen ADDR]
 //	loadgen noop [-listen 127.0.0.1:50061]

@@ -18,7 +18,7 @@ import (
 
 // startRedis starts a throwaway redis-server on a free loopback port,
 // without persistence, and returns its URL and a function that stops it.
-func startRedis(ctx context.Context) (url string, stop func(), err error) {
+func startRedis(ctx context.Context, p pin) (url string, stop func(), err error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return "", nil, errors.New("redis-server not found: install it, pass -redis URL, or leave redis out of -servers")
@@ -44,6 +44,10 @@ func startRedis(ctx context.Context) (url string, stop func(), err error) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		os.RemoveAll(dir)
+	}
+	if err := p.apply(cmd.Process.Pid); err != nil {
+		stop()
+		return "", nil, err
 	}
 	url = fmt.Sprintf("redis://127.0.0.1:%d/0", port)
 	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port)})
