@@ -37,11 +37,14 @@ type RawFields struct {
 type DeltaText struct {
 	raw    func(f RawFields, text func(value []byte))
 	fields func(f *EventFields, emit func(text string))
+	// chunks: the text is chat's, and a chat chunk in OpenAI's shape can
+	// be read by scanChunk.
+	chunks bool
 }
 
 // ChatDeltaText reads choices[].delta: content, reasoning, refusal and
 // tool-call arguments.
-var ChatDeltaText = DeltaText{raw: chatDeltaRaw, fields: chatDeltaFields}
+var ChatDeltaText = DeltaText{raw: chatDeltaRaw, fields: chatDeltaFields, chunks: true}
 
 // CompletionsDeltaText reads choices[].text of a legacy completions stream.
 var CompletionsDeltaText = DeltaText{raw: completionsDeltaRaw, fields: completionsDeltaFields}
@@ -204,7 +207,7 @@ func (r *StreamReader) onEvent(ev sse.Event) {
 		return
 	}
 	r.buf = r.buf[:0]
-	if !r.scanEvent(ev.Data) {
+	if !(r.text.chunks && r.scanChunk(ev.Data)) && !r.scanEvent(ev.Data) {
 		r.gjsonEvent(ev.Data)
 	}
 	if cap(r.buf) > maxKeptBuf {
