@@ -122,6 +122,9 @@ func TestChunkDeclines(t *testing.T) {
 		{"a key cut short", head + `"choices":[],"`},
 		{"a system_fingerprint look-alike", head + `"system_fingerprinted":"x","choices":[]}`},
 		{"a reasoning_content look-alike", head + `"choices":[{"delta":{"reasoning_contents":"x"}}]}`},
+		{"a usage details look-alike", head + `"choices":[],"usage":{"prompt_tokens_detailz":{"cached_tokens":1}}}`},
+		{"an escaped usage count", head + `"choices":[],"usage":{"prompt_tok\u0065ns":1}}`},
+		{"whitespace in usage", head + `"choices":[],"usage":{"prompt_tokens": 1}}`},
 		{"malformed", head + `"choices":[` + choice + `]`},
 		{"a trailing comma", head + `"choices":[` + choice + `,]}`},
 		{"a fraction skipped by the scanner, then nothing", head + `"choices":[],"created":1.5`},
@@ -154,6 +157,19 @@ func TestChunkReads(t *testing.T) {
 		{"usage", head + `"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":2}}}`},
 		{"absurd usage", head + `"choices":[],"usage":{"prompt_tokens":-5,"completion_tokens":1e400}}`},
 		{"usage not an object", head + `"choices":[],"usage":7}`},
+		{"usage in the Responses API's names", head + `"choices":[],"usage":{"input_tokens":5,"output_tokens":2,` +
+			`"input_tokens_details":{"cached_tokens":1,"audio_tokens":2},"output_tokens_details":{"audio_tokens":1,"reasoning_tokens":1}}}`},
+		{"usage counts twice", head + `"choices":[],"usage":{"prompt_tokens":5,"input_tokens":7,"completion_tokens":1,"output_tokens":3}}`},
+		{"usage details twice", head + `"choices":[],"usage":{"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":4},` +
+			`"prompt_tokens_details":null,"completion_tokens_details":{"audio_tokens":3},"output_tokens_details":{"reasoning_tokens":2}}}`},
+		{"usage detail counts twice", head + `"choices":[],"usage":{"prompt_tokens":9,"prompt_tokens_details":` +
+			`{"cached_tokens":4,"cached_tokens":5,"audio_tokens":1,"audio_tokens":2}}}`},
+		{"usage without counts", head + `"choices":[],"usage":{"total_tokens":5}}`},
+		{"usage empty", head + `"choices":[],"usage":{}}`},
+		{"usage counts of other kinds", head + `"choices":[],"usage":{"prompt_tokens":"12","completion_tokens":null,` +
+			`"prompt_tokens_details":[],"completion_tokens_details":{"audio_tokens":{"a":1}}}}`},
+		{"usage counts beyond int64", head + `"choices":[],"usage":{"prompt_tokens":1.5e308,"completion_tokens":9223372036854775808,` +
+			`"prompt_tokens_details":{"cached_tokens":1e400}}}`},
 		{"members in another order", `{"choices":[{"delta":{"content":"x"}}],"model":"m","object":"chat.completion.chunk"}`},
 		{"other members", head + `"stop_reason":null,"extra":{"a":[true,false]},"choices":[{"delta":{"content":"x","role":"assistant"},"stop_reason":"s"}]}`},
 		{"a system fingerprint of null", head + `"system_fingerprint":null,"choices":[]}`},
