@@ -152,8 +152,12 @@ func isTextDelta(typ string) bool {
 // StreamReader follows an OpenAI-style SSE stream: chat completions,
 // completions and the Responses API, and the servers that copy them.
 type StreamReader struct {
-	model    string
-	counter  llm.Counter
+	model   string
+	counter llm.Counter
+	// texts counts model's text, decided on at the first text: once per
+	// stream rather than once per delta.
+	texts    llm.TextCounter
+	hasTexts bool
 	dec      *sse.Decoder
 	text     DeltaText
 	usage    accounting.Usage
@@ -359,9 +363,13 @@ func (r *StreamReader) applyRawUsage(u []byte) {
 }
 
 func (r *StreamReader) count(s string) {
-	if s != "" {
-		r.observed += r.counter.CountTokens(r.model, s)
+	if s == "" {
+		return
 	}
+	if !r.hasTexts {
+		r.texts, r.hasTexts = llm.NewTextCounter(r.counter, r.model), true
+	}
+	r.observed += r.texts.Count(s)
 }
 
 // countValue counts a raw JSON value's text, if it is a string.
