@@ -158,17 +158,18 @@ type StreamReader struct {
 	// stream rather than once per delta.
 	texts    llm.TextCounter
 	hasTexts bool
-	dec      *sse.Decoder
+	dec      sse.Decoder
 	text     DeltaText
 	usage    accounting.Usage
 	hasUsage bool
 	errored  bool
 	observed int64
-	handler  func(sse.Event)
-	emit     func(string)
-	rawText  func([]byte)
-	scan     func(k, v gjson.Result) bool
-	fields   EventFields // the current event's, reset per event
+	// The paths other than the chunk fast path call these, bound at
+	// their first event: a method value made per event would allocate.
+	emit    func(string)
+	rawText func([]byte)
+	scan    func(k, v gjson.Result) bool
+	fields  EventFields // the current event's, reset per event
 	// buf holds the current event's escaped text, decoded.
 	buf []byte
 }
@@ -186,15 +187,9 @@ func NewStreamReader(model string, opts llm.ReaderOptions, text DeltaText) *Stre
 	r := &StreamReader{
 		model:   model,
 		counter: opts.TokenCounter(),
-		dec:     sse.NewDecoder(sse.Options{MaxEventBytes: opts.BufferSize()}),
+		dec:     *sse.NewDecoder(sse.Options{MaxEventBytes: opts.BufferSize()}),
 		text:    text,
 	}
-	// Bound once here: method values and closures made per event would
-	// allocate on the hot path.
-	r.handler = r.onEvent
-	r.emit = r.count
-	r.rawText = r.countValue
-	r.scan = r.topLevel
 	return r
 }
 
@@ -222,6 +217,9 @@ func (r *StreamReader) onEvent(ev sse.Event) {
 // gjsonEvent reads an event the scanner leaves to gjson: malformed
 // JSON, or more members than it keeps track of.
 func (r *StreamReader) gjsonEvent(data []byte) {
+	if r.scan == nil {
+		r.scan, r.emit = r.topLevel, r.count
+	}
 	r.fields = EventFields{}
 	gjson.Parse(llm.View(data)).ForEach(r.scan)
 	r.text.fields(&r.fields, r.emit)
@@ -316,6 +314,9 @@ func (r *StreamReader) scanEvent(data []byte) bool {
 			f.Delta = m.value
 		}
 	}
+	if r.rawText == nil {
+		r.rawText = r.countValue
+	}
 	r.text.raw(f, r.rawText)
 	return true
 }
@@ -379,8 +380,9 @@ func (r *StreamReader) countValue(v []byte) {
 	}
 }
 
-// Write implements llm.UsageReader.
-func (r *StreamReader) Write(p []byte) { r.dec.Write(p, r.handler) }
+// Write implements llm.UsageReader. (The method value r.onEvent does
+// not escape the decoder's Write, so it costs no allocation.)
+func (r *StreamReader) Write(p []byte) { r.dec.Write(p, r.onEvent) }
 
 // Usage implements llm.UsageReader.
 func (r *StreamReader) Usage() (accounting.Usage, bool) { return r.usage, r.hasUsage }
