@@ -16,11 +16,15 @@ import (
 //	 "choices":[{"index":0,"delta":{"content":"…"},"logprobs":null,"finish_reason":null}],
 //	 "usage":null,"obfuscation":"…"}
 //
-// scanChunk reads such an event in one pass: a key is recognised by
-// comparing its bytes with the names it expects, a value it does not read
-// is skipped with the scanner's grammar (llm.ValueEnd), and what the
-// reader reads (the text of each choice's delta, the usage object) is
-// noted and acted on once the whole event is known to be well-formed.
+// scanChunk reads such an event in one pass, and acts on what the reader
+// reads (the text of each choice's delta, the usage object) once the
+// whole event is known to be well-formed. It first matches the event
+// against that shape (exact): the bytes between the values are compared
+// as a whole, a value is skipped by finding its end. An event in another
+// order, or with other members, is read member by member (members): a
+// key is recognised by comparing its bytes with the names it expects, a
+// value it does not read is skipped with the scanner's grammar
+// (llm.ValueEnd).
 // It is the general fast path (scanEvent) specialised: it accepts a
 // subset of what scanEvent accepts, and reads it as scanEvent does. Any
 // event it cannot prove it reads that way goes to scanEvent instead:
@@ -159,6 +163,9 @@ func (c *chunkScan) skip() bool {
 // first quote after it and has no backslash before it, and reports
 // whether it did: any other string is left to the scanner.
 func (c *chunkScan) str() bool {
+	if !c.at('"') {
+		return false
+	}
 	k := bytes.IndexByte(c.b[c.i+1:], '"')
 	if k < 0 {
 		return false
@@ -240,6 +247,73 @@ func (c *chunkScan) otherKey(names ...string) bool {
 // scanEvent.
 func (r *StreamReader) scanChunk(data []byte) bool {
 	c := chunkScan{b: data}
+	if !c.exact() {
+		c = chunkScan{b: data}
+		if !c.members() {
+			return false
+		}
+	}
+	if c.u.ok {
+		r.usage, r.hasUsage = c.u.usage(), true
+	}
+	for _, t := range c.texts[:c.n] {
+		r.countValue(t)
+	}
+	return true
+}
+
+// exact reads a chunk with OpenAI's members in OpenAI's order, and
+// reports whether it did: nearly every chunk is one, and matching the
+// bytes between its values as a whole costs a fraction of reading its
+// members one by one. Its choices are OpenAI's too, their deltas and the
+// usage object are read as members reads them.
+func (c *chunkScan) exact() bool {
+	c.depth = 1
+	ok := c.lit(`{"id":`) && c.str() &&
+		c.lit(`,"object":"chat.completion.chunk","created":`) && c.at1to9() && c.digits() &&
+		c.lit(`,"model":`) && c.str() &&
+		(!c.lit(`,"service_tier":`) || c.str()) &&
+		(!c.lit(`,"system_fingerprint":`) || c.lit("null") || c.str()) &&
+		c.lit(`,"choices":[`) && c.exactChoices() &&
+		(!c.lit(`,"usage":`) || c.lit("null") || chunkUsage(c)) &&
+		(!c.lit(`,"obfuscation":`) || c.str()) &&
+		c.lit("}")
+	return ok && !c.bad && c.i == len(c.b)
+}
+
+// exactChoices reads the rest of a choices array after its "[", each
+// choice in OpenAI's shape: {"index":0,"delta":{...},"logprobs":null,
+// "finish_reason":null} (or a string).
+func (c *chunkScan) exactChoices() bool {
+	if c.lit("]") {
+		return true
+	}
+	c.depth = 3 // in the array, in the choice
+	for {
+		ok := c.lit(`{"index":`) && c.at1to9() && c.digits() &&
+			c.lit(`,"delta":`) && chunkDelta(c) &&
+			c.lit(`,"logprobs":null,"finish_reason":`) && (c.lit("null") || c.str()) &&
+			c.lit("}")
+		if !ok || c.bad {
+			return false
+		}
+		if c.lit("]") {
+			c.depth = 1
+			return true
+		}
+		if !c.lit(",") {
+			return false
+		}
+	}
+}
+
+// at1to9 reports whether the position holds a digit (digits reads the
+// number that starts with it).
+func (c *chunkScan) at1to9() bool { return c.i < len(c.b) && c.b[c.i] >= '0' && c.b[c.i] <= '9' }
+
+// members reads a chunk member by member, in any order (see above), and
+// reports whether it did.
+func (c *chunkScan) members() bool {
 	if !c.open('{') {
 		return false
 	}
@@ -269,7 +343,7 @@ func (r *StreamReader) scanChunk(data []byte) bool {
 				continue
 			}
 			if c.lit2(`"choices`, `":`) {
-				c.bad = hasChoices || !chunkChoices(&c)
+				c.bad = hasChoices || !chunkChoices(c)
 				hasChoices = true
 				continue
 			}
@@ -290,7 +364,7 @@ func (r *StreamReader) scanChunk(data []byte) bool {
 		case 'u':
 			if c.lit(`"usage":`) {
 				if c.at('{') {
-					c.bad = hasUsage || !chunkUsage(&c)
+					c.bad = hasUsage || !chunkUsage(c)
 				} else {
 					// parseUsageRaw reads nothing but an object.
 					c.bad = hasUsage || !c.skip()
@@ -302,16 +376,7 @@ func (r *StreamReader) scanChunk(data []byte) bool {
 		// Any other member but those scanEvent acts on.
 		c.bad = !c.otherKey("usage", "response", "x_groq", "error", "type", "object", "choices", "delta") || !c.skip()
 	}
-	if c.bad || c.i != len(c.b) {
-		return false
-	}
-	if c.u.ok {
-		r.usage, r.hasUsage = c.u.usage(), true
-	}
-	for _, t := range c.texts[:c.n] {
-		r.countValue(t)
-	}
-	return true
+	return !c.bad && c.i == len(c.b)
 }
 
 // chunkChoices reads the choices array: of each choice, its first (here:

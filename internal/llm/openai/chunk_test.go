@@ -39,6 +39,21 @@ func newChunkReader() *StreamReader {
 // the same state; when it does not, it has changed nothing.
 func checkChunk(t *testing.T, ev []byte) {
 	t.Helper()
+	// What exact reads, members reads the same.
+	if e := (chunkScan{b: ev}); e.exact() {
+		m := chunkScan{b: ev}
+		if !m.members() {
+			t.Fatalf("exact read %q, members did not", ev)
+		}
+		if e.n != m.n || e.u.ok != m.u.ok || e.u.usage() != m.u.usage() {
+			t.Fatalf("after %q: exact noted %d texts and usage %+v %v, members %d and %+v %v", ev, e.n, e.u.usage(), e.u.ok, m.n, m.u.usage(), m.u.ok)
+		}
+		for i := range e.n {
+			if !bytes.Equal(e.texts[i], m.texts[i]) {
+				t.Fatalf("after %q: exact noted text %q, members %q", ev, e.texts[i], m.texts[i])
+			}
+		}
+	}
 	chunk := newChunkReader()
 	if !chunk.scanChunk(ev) {
 		if u, ok := chunk.Usage(); ok || chunk.ObservedOutputTokens() != 0 || chunk.Errored() {
@@ -69,12 +84,16 @@ func checkChunk(t *testing.T, ev []byte) {
 }
 
 // TestChunkFastPath: every event of OpenAI's recorded streams but
-// [DONE], the lifecycle's among them, is read by the chunk fast path.
+// [DONE], the lifecycle's among them, is read by the chunk fast path, in
+// OpenAI's exact shape.
 func TestChunkFastPath(t *testing.T) {
 	for _, name := range []string{"chat_include_usage.sse", "chat_stream_usage.sse"} {
 		for _, ev := range sseEvents(t, name) {
 			if bytes.Equal(ev, done) {
 				continue
+			}
+			if c := (chunkScan{b: ev}); !c.exact() {
+				t.Errorf("%s: exact left %q to members, want it read", name, ev)
 			}
 			if !newChunkReader().scanChunk(ev) {
 				t.Errorf("%s: the fast path left %q to scanEvent, want it read", name, ev)
