@@ -601,6 +601,10 @@ func chunkUsage(c *chunkScan) bool {
 				continue
 			}
 		}
+		if c.lit2(`"total_t`, `okens":`) {
+			c.bad = !c.skip()
+			continue
+		}
 		c.i = start
 		c.bad = !c.otherKey("prompt_tokens", "input_tokens", "completion_tokens", "output_tokens",
 			"prompt_tokens_details", "input_tokens_details", "completion_tokens_details", "output_tokens_details") || !c.skip()
@@ -650,6 +654,21 @@ func chunkDetails(c *chunkScan, cached, audio *[]byte) bool {
 				} else {
 					c.bad = !c.skip()
 				}
+				continue
+			}
+			if c.lit2(`"accepte`, `d_predic`) {
+				c.bad = !c.lit2(`tion_tok`, `ens":`) || !c.skip()
+				continue
+			}
+		case 'r':
+			// The counts OpenAI sends beside those parseUsageRaw reads,
+			// known by their bytes: cheaper than otherKey.
+			if c.lit2(`"reasoni`, `ng_token`) {
+				c.bad = !c.lit(`s":`) || !c.skip()
+				continue
+			}
+			if c.lit2(`"rejecte`, `d_predic`) {
+				c.bad = !c.lit2(`tion_tok`, `ens":`) || !c.skip()
 				continue
 			}
 		}

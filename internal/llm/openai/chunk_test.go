@@ -141,6 +141,7 @@ func TestChunkDeclines(t *testing.T) {
 		{"a key cut short", head + `"choices":[],"`},
 		{"a system_fingerprint look-alike", head + `"system_fingerprinted":"x","choices":[]}`},
 		{"a reasoning_content look-alike", head + `"choices":[{"delta":{"reasoning_contents":"x"}}]}`},
+		{"a reasoning_tokens look-alike", head + `"choices":[],"usage":{"prompt_tokens":1,"completion_tokens_details":{"reasoning_tokenz":1}}}`},
 		{"a usage details look-alike", head + `"choices":[],"usage":{"prompt_tokens_detailz":{"cached_tokens":1}}}`},
 		{"an escaped usage count", head + `"choices":[],"usage":{"prompt_tok\u0065ns":1}}`},
 		{"whitespace in usage", head + `"choices":[],"usage":{"prompt_tokens": 1}}`},
