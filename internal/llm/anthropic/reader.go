@@ -62,11 +62,15 @@ func (r *StreamReader) onEvent(ev sse.Event) {
 	r.readEvent(ev.Data, true)
 }
 
-// readEvent reads one payload. With scan, a well-formed delta is read
-// with the scanner, which decodes escaped text without allocating; gjson
+// readEvent reads one payload. With scan, a text delta in Anthropic's
+// own shape is read by exactDelta, and any other well-formed delta with
+// the scanner, which decodes escaped text without allocating; gjson
 // reads everything else, and every delta when scan is false (the
-// reading the scanner's is tested against).
+// reading the others are tested against).
 func (r *StreamReader) readEvent(data []byte, scan bool) {
+	if scan && r.exactDelta(data) {
+		return
+	}
 	doc := gjson.Parse(llm.View(data))
 	switch doc.Get("type").Str {
 	case "content_block_delta":
