@@ -40,6 +40,9 @@ type DeltaText struct {
 	// chunks: the text is chat's, and a chat chunk in OpenAI's shape can
 	// be read by scanChunk.
 	chunks bool
+	// textDeltas: the text is the Responses API's, and an output text
+	// delta in OpenAI's shape can be read by scanTextDelta.
+	textDeltas bool
 }
 
 // ChatDeltaText reads choices[].delta: content, reasoning, refusal and
@@ -54,7 +57,7 @@ var CompletionsDeltaText = DeltaText{raw: completionsDeltaRaw, fields: completio
 // arguments. The *.done and response.completed events repeat text already
 // seen as deltas and are skipped; audio deltas are base64 and would count
 // as far more tokens than they are.
-var ResponsesDeltaText = DeltaText{raw: responsesDeltaRaw, fields: responsesDeltaFields}
+var ResponsesDeltaText = DeltaText{raw: responsesDeltaRaw, fields: responsesDeltaFields, textDeltas: true}
 
 func chatDeltaFields(f *EventFields, emit func(string)) {
 	f.Choices.ForEach(func(_, c gjson.Result) bool {
@@ -206,7 +209,7 @@ func (r *StreamReader) onEvent(ev sse.Event) {
 		return
 	}
 	r.buf = r.buf[:0]
-	if !(r.text.chunks && r.scanChunk(ev.Data)) && !r.scanEvent(ev.Data) {
+	if !(r.text.chunks && r.scanChunk(ev.Data)) && !(r.text.textDeltas && r.scanTextDelta(ev.Data)) && !r.scanEvent(ev.Data) {
 		r.gjsonEvent(ev.Data)
 	}
 	if cap(r.buf) > maxKeptBuf {
