@@ -165,7 +165,7 @@ func scanValue(b []byte, i int) (int, bool) {
 	case '"':
 		return scanString(b, i)
 	case '{', '[':
-		return scanContainer(b, i)
+		return scanContainer(b, i, MaxScanDepth)
 	case 't':
 		return scanLiteral(b, i, "true")
 	case 'f':
@@ -225,9 +225,11 @@ func scanDigits(b []byte, i int) int {
 }
 
 // scanContainer returns the end of the well-formed object or array
-// that starts at b[i]. It keeps the kind of each open container in a
-// bit of a word, so it needs neither a stack nor recursion.
-func scanContainer(b []byte, i int) (int, bool) {
+// that starts at b[i], with at most limit levels of containers (itself
+// included; limit <= MaxScanDepth). It keeps the kind of each open
+// container in a bit of a word, so it needs neither a stack nor
+// recursion.
+func scanContainer(b []byte, i, limit int) (int, bool) {
 	const (
 		opening = iota // b[i] opens a container
 		member         // a member or element starts at b[i]
@@ -240,7 +242,7 @@ func scanContainer(b []byte, i int) (int, bool) {
 	for state := opening; ; {
 		switch state {
 		case opening:
-			if depth == MaxScanDepth {
+			if depth == limit {
 				return i, false
 			}
 			if b[i] == '{' {
@@ -391,4 +393,22 @@ func JSONMembers(obj []byte, names []string, values [][]byte) bool {
 // a gjson result's raw JSON. They must not be modified.
 func BytesView(s string) []byte {
 	return unsafe.Slice(unsafe.StringData(s), len(s))
+}
+
+// ValueEnd returns the end of the well-formed value that starts at b[i]
+// (no whitespace before it), with at most depth levels of containers
+// (MaxScanDepth at most), and false if there is none there: the
+// scanner's grammar, for a reader's fast path that walks an event itself
+// and skips the values it does not read. With depth MaxScanDepth, what
+// ValueEnd accepts, ScanObject accepts as a member's value; a value
+// inside a container that the scanner would skip whole, n levels down,
+// must be given MaxScanDepth-n for the two to agree.
+func ValueEnd(b []byte, i, depth int) (int, bool) {
+	if i < len(b) && (b[i] == '{' || b[i] == '[') {
+		if depth < 1 {
+			return i, false
+		}
+		return scanContainer(b, i, min(depth, MaxScanDepth))
+	}
+	return scanValue(b, i)
 }

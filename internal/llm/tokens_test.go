@@ -31,6 +31,9 @@ func TestTokenCount(t *testing.T) {
 		{`9007199254740992`, accounting.MaxTokens},
 		{`9007199254740993`, accounting.MaxTokens},
 		{`9007199254740991`, accounting.MaxTokens - 1},
+		{`999999999999999999`, accounting.MaxTokens},
+		{`000012`, 12},
+		{`412`, 412},
 		{`null`, 0},
 		{`"12"`, 0},
 		{`true`, 0},
@@ -40,6 +43,9 @@ func TestTokenCount(t *testing.T) {
 		t.Run(tc.raw, func(t *testing.T) {
 			if got := TokenCount(gjson.Parse(tc.raw)); got != tc.want {
 				t.Errorf("got %d, want %d", got, tc.want)
+			}
+			if got := TokenCountRaw([]byte(tc.raw)); got != tc.want {
+				t.Errorf("raw: got %d, want %d", got, tc.want)
 			}
 		})
 	}

@@ -190,6 +190,10 @@ func (d *Decoder) feed(p []byte, fn func(Event)) {
 			nextCR = indexFrom(p, pos, '\r')
 		}
 		end := min(nextLF, nextCR)
+		if d.state == stLineStart && !d.hasData && len(p)-end > 1 && p[end] == '\n' && p[end+1] == '\n' && d.dataEvent(p[pos:end], fn) {
+			pos = end + 2
+			continue
+		}
 		d.consume(p[pos:end])
 		if end == len(p) {
 			return
@@ -206,6 +210,34 @@ func (d *Decoder) feed(p []byte, fn func(Event)) {
 			}
 		}
 	}
+}
+
+// dataEvent is feed's fast path for the commonest event of all, a single
+// data line that ends in LF with the blank line right after it, wholly
+// inside one Write ("data: {...}\n\n", as OpenAI and Gemini send every
+// event): it dispatches the event straight from line, the data line
+// without its terminator, as the line-by-line path would, and reports
+// false, having done nothing, for any other line. The caller has checked
+// that the decoder is at the start of a line with no data pending, and
+// that line is followed by "\n\n".
+func (d *Decoder) dataEvent(line []byte, fn func(Event)) bool {
+	if len(line) < len("data:") || string(line[:len("data:")]) != "data:" {
+		return false
+	}
+	v := line[len("data:"):]
+	if len(v) > 0 && v[0] == ' ' {
+		v = v[1:]
+	}
+	if len(v) > d.maxData {
+		return false
+	}
+	if fn != nil {
+		d.ref = v // for Buffered, during the callback
+		fn(Event{Type: d.typ, Data: v, ID: d.id, DataLen: len(v)})
+		d.ref = nil
+	}
+	d.typ = d.typ[:0]
+	return true
 }
 
 // indexFrom returns the index of the first c in p at or after from, or len(p).

@@ -536,3 +536,37 @@ func TestLargeEventBufferNotKept(t *testing.T) {
 		})
 	}
 }
+
+// TestDataEventFastPath: an event that is one data line and its blank
+// line, inside one Write, is dispatched by dataEvent, with what the
+// line-by-line path gives; other lines are left to that path.
+func TestDataEventFastPath(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		input string
+		fast  bool
+	}{
+		{"a data line", "data: {\"a\":1}\n\n", true},
+		{"no space", "data:x\n\n", true},
+		{"empty data", "data:\n\n", true},
+		{"two spaces", "data:  x\n\n", true},
+		{"two data lines", "data: x\ndata: y\n\n", false},
+		{"CRLF", "data: x\r\n\r\n", false},
+		{"CR before the blank line", "data: x\n\r\n", false},
+		{"no colon", "data\n\n", false},
+		{"another field", "datum: x\n\n", false},
+		{"a comment", ": data: x\n\n", false},
+		{"beyond the bound", "data: 0123456789\n\n", false},
+	} {
+		d := NewDecoder(Options{MaxEventBytes: 8})
+		p := []byte(tc.input)
+		end := bytes.IndexAny(p, "\r\n")
+		fast := len(p)-end > 1 && p[end] == '\n' && p[end+1] == '\n' && d.dataEvent(p[:end], nil)
+		if fast != tc.fast {
+			t.Errorf("%s: dataEvent took %q: got %v, want %v", tc.name, tc.input, fast, tc.fast)
+		}
+		want := referenceDecode(p, 8)
+		checkEvents(t, tc.name, decode(t, Options{MaxEventBytes: 8}, p), want)
+		checkSplitInvariance(t, Options{MaxEventBytes: 8}, p, want)
+	}
+}

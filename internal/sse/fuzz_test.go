@@ -27,6 +27,10 @@ func FuzzDecoder(f *testing.F) {
 	for _, s := range []string{
 		"data: x\r\n\r\n", "data: x\r", "\xEF\xBB\xBFdata: x\n\n", "\xEF\xBBdata: x\n\n",
 		"id: 1\x00\ndata\n\n", "event\ndata:  a\rdata:b\r\r", ":\n\n", "data: abcdefgh\n\n",
+		// The single data line that dataEvent dispatches straight away,
+		// and the lines next to it that it must leave alone.
+		"event: t\ndata: x\n\ndata: y\n\n", "id: 7\ndata: x\n\ndata:y\n\n", "data:  x\n\n", "data:\n\n",
+		"data: x\ndata: y\n\n", "data: x\r\n\n", "data: x\n\r\n", "data\n\n", "datum: x\n\n", "data: 0123456789\n\n",
 	} {
 		for k := range len(s) + 1 {
 			f.Add([]byte(s), uint(k), uint8(3))

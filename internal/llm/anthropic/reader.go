@@ -28,15 +28,18 @@ func ParseUsage(u gjson.Result) (accounting.Usage, bool) {
 
 // StreamReader follows a Messages SSE stream.
 type StreamReader struct {
-	model    string
-	counter  llm.Counter
-	dec      *sse.Decoder
+	model   string
+	counter llm.Counter
+	// texts counts model's text, decided on at the first text: once per
+	// stream rather than once per delta.
+	texts    llm.TextCounter
+	hasTexts bool
+	dec      sse.Decoder
 	fields   UsageFields
 	started  bool // message_start reported usage
 	final    bool // message_delta reported usage
 	errored  bool
 	observed int64
-	handler  func(sse.Event)
 	// buf holds the current event's escaped text, decoded.
 	buf []byte
 }
@@ -46,9 +49,7 @@ const maxKeptBuf = 16 << 10
 
 // NewStreamReader returns a reader for a Messages stream.
 func NewStreamReader(model string, opts llm.ReaderOptions) *StreamReader {
-	r := &StreamReader{model: model, counter: opts.TokenCounter(), dec: sse.NewDecoder(sse.Options{MaxEventBytes: opts.MaxBuffer})}
-	r.handler = r.onEvent
-	return r
+	return &StreamReader{model: model, counter: opts.TokenCounter(), dec: *sse.NewDecoder(sse.Options{MaxEventBytes: opts.MaxBuffer})}
 }
 
 // onEvent dispatches on the payload's "type" rather than the event name:
@@ -61,11 +62,15 @@ func (r *StreamReader) onEvent(ev sse.Event) {
 	r.readEvent(ev.Data, true)
 }
 
-// readEvent reads one payload. With scan, a well-formed delta is read
-// with the scanner, which decodes escaped text without allocating; gjson
+// readEvent reads one payload. With scan, a text delta in Anthropic's
+// own shape is read by exactDelta, and any other well-formed delta with
+// the scanner, which decodes escaped text without allocating; gjson
 // reads everything else, and every delta when scan is false (the
-// reading the scanner's is tested against).
+// reading the others are tested against).
 func (r *StreamReader) readEvent(data []byte, scan bool) {
+	if scan && r.exactDelta(data) {
+		return
+	}
 	doc := gjson.Parse(llm.View(data))
 	switch doc.Get("type").Str {
 	case "content_block_delta":
@@ -131,13 +136,18 @@ func deltaText(typ string) string {
 }
 
 func (r *StreamReader) count(s string) {
-	if s != "" {
-		r.observed += r.counter.CountTokens(r.model, s)
+	if s == "" {
+		return
 	}
+	if !r.hasTexts {
+		r.texts, r.hasTexts = llm.NewTextCounter(r.counter, r.model), true
+	}
+	r.observed += r.texts.Count(s)
 }
 
-// Write implements llm.UsageReader.
-func (r *StreamReader) Write(p []byte) { r.dec.Write(p, r.handler) }
+// Write implements llm.UsageReader. (The method value r.onEvent does
+// not escape the decoder's Write, so it costs no allocation.)
+func (r *StreamReader) Write(p []byte) { r.dec.Write(p, r.onEvent) }
 
 // Usage implements llm.UsageReader. Before message_delta the output is
 // provisional: the larger of message_start's and the observed output.

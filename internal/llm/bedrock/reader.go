@@ -22,15 +22,18 @@ func (Converse) NewUsageReader(req *llm.Request, contentType string, opts llm.Re
 
 // StreamReader follows a converse-stream event stream.
 type StreamReader struct {
-	model    string
-	counter  llm.Counter
+	model   string
+	counter llm.Counter
+	// texts counts model's text, decided on at the first text: once per
+	// stream rather than once per delta.
+	texts    llm.TextCounter
+	hasTexts bool
 	dec      *eventstream.Decoder
 	usage    accounting.Usage
 	has      bool
 	stopped  bool // messageStop seen
 	errored  bool // an exception message arrived
 	observed int64
-	handler  func(*eventstream.Message)
 	// buf holds the current delta's escaped text, decoded.
 	buf []byte
 }
@@ -45,7 +48,6 @@ func NewStreamReader(model string, opts llm.ReaderOptions) *StreamReader {
 		counter: opts.TokenCounter(),
 		dec:     eventstream.NewDecoder(eventstream.Options{MaxPayloadBytes: opts.MaxBuffer}),
 	}
-	r.handler = r.onMessage
 	return r
 }
 
@@ -126,14 +128,20 @@ func (r *StreamReader) scanDelta(d gjson.Result) bool {
 }
 
 func (r *StreamReader) count(s string) {
-	if s != "" {
-		r.observed += r.counter.CountTokens(r.model, s)
+	if s == "" {
+		return
 	}
+	if !r.hasTexts {
+		r.texts, r.hasTexts = llm.NewTextCounter(r.counter, r.model), true
+	}
+	r.observed += r.texts.Count(s)
 }
 
 // Write implements llm.UsageReader. A corrupt or oversized frame stops
-// the decoding (see eventstream); what was read until then stands.
-func (r *StreamReader) Write(p []byte) { _ = r.dec.Write(p, r.handler) }
+// the decoding (see eventstream); what was read until then stands. (The
+// method value r.onMessage does not escape the decoder's Write, so it
+// costs no allocation.)
+func (r *StreamReader) Write(p []byte) { _ = r.dec.Write(p, r.onMessage) }
 
 // Usage implements llm.UsageReader.
 func (r *StreamReader) Usage() (accounting.Usage, bool) { return r.usage, r.has }

@@ -20,8 +20,12 @@ func (GenerateContent) NewUsageReader(req *llm.Request, contentType string, opts
 
 // snapshot is the reader state both framings share.
 type snapshot struct {
-	model    string
-	counter  llm.Counter
+	model   string
+	counter llm.Counter
+	// texts counts model's text, decided on at the first text: once per
+	// stream rather than once per snapshot.
+	texts    llm.TextCounter
+	hasTexts bool
 	meta     Metadata
 	has      bool
 	final    bool // a finishReason was seen: the snapshot is the last
@@ -43,16 +47,19 @@ func (s *snapshot) usage() (accounting.Usage, bool) {
 }
 
 func (s *snapshot) count(text string) {
-	if text != "" {
-		s.observed += s.counter.CountTokens(s.model, text)
+	if text == "" {
+		return
 	}
+	if !s.hasTexts {
+		s.texts, s.hasTexts = llm.NewTextCounter(s.counter, s.model), true
+	}
+	s.observed += s.texts.Count(text)
 }
 
 // SSEReader follows a streamGenerateContent?alt=sse stream.
 type SSEReader struct {
 	snapshot
-	dec     *sse.Decoder
-	handler func(sse.Event)
+	dec sse.Decoder
 	// buf holds the current event's escaped text, decoded.
 	buf []byte
 }
@@ -63,8 +70,7 @@ const maxKeptBuf = 16 << 10
 // NewSSEReader returns a reader for an alt=sse stream.
 func NewSSEReader(model string, opts llm.ReaderOptions) *SSEReader {
 	r := &SSEReader{snapshot: snapshot{model: model, counter: opts.TokenCounter()},
-		dec: sse.NewDecoder(sse.Options{MaxEventBytes: opts.MaxBuffer})}
-	r.handler = r.onEvent
+		dec: *sse.NewDecoder(sse.Options{MaxEventBytes: opts.MaxBuffer})}
 	return r
 }
 
@@ -139,8 +145,9 @@ func (r *SSEReader) scanPart(p gjson.Result) bool {
 	return true
 }
 
-// Write implements llm.UsageReader.
-func (r *SSEReader) Write(p []byte) { r.dec.Write(p, r.handler) }
+// Write implements llm.UsageReader. (The method value r.onEvent does
+// not escape the decoder's Write, so it costs no allocation.)
+func (r *SSEReader) Write(p []byte) { r.dec.Write(p, r.onEvent) }
 
 // Usage implements llm.UsageReader: the last snapshot.
 func (r *SSEReader) Usage() (accounting.Usage, bool) { return r.usage() }

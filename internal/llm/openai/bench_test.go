@@ -81,3 +81,33 @@ func TestParseAllocs(t *testing.T) {
 		llmtest.CheckParseAllocs(t, tc.api, "/v1/x", func(n int) []byte { return []byte(tc.body(n)) })
 	}
 }
+
+// BenchmarkLifecycleEvents measures the response side of the lifecycle
+// that extproc's BenchmarkProcess replays: the seven events of
+// chat_stream_usage.sse (role, three text deltas, finish reason, usage,
+// [DONE]), one Write each as Envoy hands them over, read by a new chat
+// stream reader with the default token counter, as the server reads
+// them. Its instructions per op, counted with callgrind, are the SSE
+// path's share of a lifecycle (see BENCHMARKS.md).
+func BenchmarkLifecycleEvents(b *testing.B) {
+	var events [][]byte
+	for ev := range bytes.SplitAfterSeq(fixtures.Read(b, "chat_stream_usage.sse"), []byte("\n\n")) {
+		if len(ev) > 0 {
+			events = append(events, ev)
+		}
+	}
+	if len(events) != 7 {
+		b.Fatalf("got %d events, want 7", len(events))
+	}
+	req := &llm.Request{Model: "gpt-4o-mini"}
+	b.ReportAllocs()
+	for b.Loop() {
+		r := Chat{}.NewUsageReader(req, "text/event-stream", llm.ReaderOptions{})
+		for _, ev := range events {
+			r.Write(ev)
+		}
+		if u, ok := r.Usage(); !ok || u.OutputTokens != 12 {
+			b.Fatalf("got usage %+v %v, want 12 output tokens", u, ok)
+		}
+	}
+}

@@ -37,11 +37,17 @@ type RawFields struct {
 type DeltaText struct {
 	raw    func(f RawFields, text func(value []byte))
 	fields func(f *EventFields, emit func(text string))
+	// chunks: the text is chat's, and a chat chunk in OpenAI's shape can
+	// be read by scanChunk.
+	chunks bool
+	// textDeltas: the text is the Responses API's, and an output text
+	// delta in OpenAI's shape can be read by scanTextDelta.
+	textDeltas bool
 }
 
 // ChatDeltaText reads choices[].delta: content, reasoning, refusal and
 // tool-call arguments.
-var ChatDeltaText = DeltaText{raw: chatDeltaRaw, fields: chatDeltaFields}
+var ChatDeltaText = DeltaText{raw: chatDeltaRaw, fields: chatDeltaFields, chunks: true}
 
 // CompletionsDeltaText reads choices[].text of a legacy completions stream.
 var CompletionsDeltaText = DeltaText{raw: completionsDeltaRaw, fields: completionsDeltaFields}
@@ -51,7 +57,7 @@ var CompletionsDeltaText = DeltaText{raw: completionsDeltaRaw, fields: completio
 // arguments. The *.done and response.completed events repeat text already
 // seen as deltas and are skipped; audio deltas are base64 and would count
 // as far more tokens than they are.
-var ResponsesDeltaText = DeltaText{raw: responsesDeltaRaw, fields: responsesDeltaFields}
+var ResponsesDeltaText = DeltaText{raw: responsesDeltaRaw, fields: responsesDeltaFields, textDeltas: true}
 
 func chatDeltaFields(f *EventFields, emit func(string)) {
 	f.Choices.ForEach(func(_, c gjson.Result) bool {
@@ -149,19 +155,24 @@ func isTextDelta(typ string) bool {
 // StreamReader follows an OpenAI-style SSE stream: chat completions,
 // completions and the Responses API, and the servers that copy them.
 type StreamReader struct {
-	model    string
-	counter  llm.Counter
-	dec      *sse.Decoder
+	model   string
+	counter llm.Counter
+	// texts counts model's text, decided on at the first text: once per
+	// stream rather than once per delta.
+	texts    llm.TextCounter
+	hasTexts bool
+	dec      sse.Decoder
 	text     DeltaText
 	usage    accounting.Usage
 	hasUsage bool
 	errored  bool
 	observed int64
-	handler  func(sse.Event)
-	emit     func(string)
-	rawText  func([]byte)
-	scan     func(k, v gjson.Result) bool
-	fields   EventFields // the current event's, reset per event
+	// The paths other than the chunk fast path call these, bound at
+	// their first event: a method value made per event would allocate.
+	emit    func(string)
+	rawText func([]byte)
+	scan    func(k, v gjson.Result) bool
+	fields  EventFields // the current event's, reset per event
 	// buf holds the current event's escaped text, decoded.
 	buf []byte
 }
@@ -179,15 +190,9 @@ func NewStreamReader(model string, opts llm.ReaderOptions, text DeltaText) *Stre
 	r := &StreamReader{
 		model:   model,
 		counter: opts.TokenCounter(),
-		dec:     sse.NewDecoder(sse.Options{MaxEventBytes: opts.BufferSize()}),
+		dec:     *sse.NewDecoder(sse.Options{MaxEventBytes: opts.BufferSize()}),
 		text:    text,
 	}
-	// Bound once here: method values and closures made per event would
-	// allocate on the hot path.
-	r.handler = r.onEvent
-	r.emit = r.count
-	r.rawText = r.countValue
-	r.scan = r.topLevel
 	return r
 }
 
@@ -204,7 +209,7 @@ func (r *StreamReader) onEvent(ev sse.Event) {
 		return
 	}
 	r.buf = r.buf[:0]
-	if !r.scanEvent(ev.Data) {
+	if !(r.text.chunks && r.scanChunk(ev.Data)) && !(r.text.textDeltas && r.scanTextDelta(ev.Data)) && !r.scanEvent(ev.Data) {
 		r.gjsonEvent(ev.Data)
 	}
 	if cap(r.buf) > maxKeptBuf {
@@ -215,6 +220,9 @@ func (r *StreamReader) onEvent(ev sse.Event) {
 // gjsonEvent reads an event the scanner leaves to gjson: malformed
 // JSON, or more members than it keeps track of.
 func (r *StreamReader) gjsonEvent(data []byte) {
+	if r.scan == nil {
+		r.scan, r.emit = r.topLevel, r.count
+	}
 	r.fields = EventFields{}
 	gjson.Parse(llm.View(data)).ForEach(r.scan)
 	r.text.fields(&r.fields, r.emit)
@@ -309,6 +317,9 @@ func (r *StreamReader) scanEvent(data []byte) bool {
 			f.Delta = m.value
 		}
 	}
+	if r.rawText == nil {
+		r.rawText = r.countValue
+	}
 	r.text.raw(f, r.rawText)
 	return true
 }
@@ -356,9 +367,13 @@ func (r *StreamReader) applyRawUsage(u []byte) {
 }
 
 func (r *StreamReader) count(s string) {
-	if s != "" {
-		r.observed += r.counter.CountTokens(r.model, s)
+	if s == "" {
+		return
 	}
+	if !r.hasTexts {
+		r.texts, r.hasTexts = llm.NewTextCounter(r.counter, r.model), true
+	}
+	r.observed += r.texts.Count(s)
 }
 
 // countValue counts a raw JSON value's text, if it is a string.
@@ -368,8 +383,9 @@ func (r *StreamReader) countValue(v []byte) {
 	}
 }
 
-// Write implements llm.UsageReader.
-func (r *StreamReader) Write(p []byte) { r.dec.Write(p, r.handler) }
+// Write implements llm.UsageReader. (The method value r.onEvent does
+// not escape the decoder's Write, so it costs no allocation.)
+func (r *StreamReader) Write(p []byte) { r.dec.Write(p, r.onEvent) }
 
 // Usage implements llm.UsageReader.
 func (r *StreamReader) Usage() (accounting.Usage, bool) { return r.usage, r.hasUsage }
