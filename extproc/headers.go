@@ -126,15 +126,25 @@ type rateLimitBlock struct {
 }
 
 // rateLimitHeaders returns the x-ratelimit-* headers for each dimension
-// that applied, in b's entries, after the entries of out. Remaining is
-// shown as zero when an extra charge took a counter below it: clients
-// expect a count, not a debt.
+// that applied, in b's entries, after the entries of out.
 func rateLimitHeaders(b *rateLimitBlock, dims *[numDims]accounting.DimState, out []*corev3.HeaderValueOption) []*corev3.HeaderValueOption {
 	if out == nil {
 		out = b.ptrs[:0]
 	}
-	text := b.text[:0]
-	j := 0
+	set, n := rateLimitValues(dims, b.text[:0])
+	for j := range set[:n] {
+		b.vals[j] = corev3.HeaderValue{Key: set[j].key, RawValue: set[j].value}
+		b.opts[j].Header = &b.vals[j]
+		out = append(out, &b.opts[j])
+	}
+	return out
+}
+
+// rateLimitValues returns the x-ratelimit-* headers of each dimension
+// that applied, the first n of set, their values appended to text (which
+// may move to the heap if it is too small). Remaining is shown as zero when an extra
+// charge took a counter below it: clients expect a count, not a debt.
+func rateLimitValues(dims *[numDims]accounting.DimState, text []byte) (set [3 * numDims]wireHeader, n int) {
 	for i := range dims {
 		st := &dims[i]
 		if !st.Applied {
@@ -151,11 +161,9 @@ func rateLimitHeaders(b *rateLimitBlock, dims *[numDims]accounting.DimState, out
 			default:
 				text = appendReset(text, st.Reset)
 			}
-			b.vals[j] = corev3.HeaderValue{Key: name, RawValue: text[start:len(text):len(text)]}
-			b.opts[j].Header = &b.vals[j]
-			out = append(out, &b.opts[j])
-			j++
+			set[n] = wireHeader{key: name, value: text[start:len(text):len(text)]}
+			n++
 		}
 	}
-	return out
+	return set, n
 }

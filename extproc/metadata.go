@@ -106,9 +106,17 @@ func (m *dynamicMetadata) entry(key string, n int) {
 // dynamic_metadata field they are. resp.DynamicMetadata itself stays
 // nil, and resp keeps the buffer.
 func (m *dynamicMetadata) attach(resp *extprocv3.ProcessingResponse) {
+	if w := m.wire(); w != nil {
+		resp.ProtoReflect().SetUnknown(protoreflect.RawFields(w))
+	}
+}
+
+// wire returns the dynamic_metadata field, wrapper and fields, in the
+// buffer (see attach); nil when there are no fields.
+func (m *dynamicMetadata) wire() []byte {
 	inner := len(m.b) - metadataHeadroom // Struct: the fields
 	if inner <= 0 {
-		return
+		return nil
 	}
 	value := protowire.SizeTag(valueStructValue) + protowire.SizeBytes(inner)
 	entry := protowire.SizeTag(mapKey) + protowire.SizeBytes(len(MetadataNamespace)) + protowire.SizeTag(mapValue) + protowire.SizeBytes(value)
@@ -127,7 +135,7 @@ func (m *dynamicMetadata) attach(resp *extprocv3.ProcessingResponse) {
 	w = protowire.AppendVarint(w, uint64(inner))
 	start := metadataHeadroom - len(w)
 	copy(m.b[start:], w)
-	resp.ProtoReflect().SetUnknown(protoreflect.RawFields(m.b[start:]))
+	return m.b[start:]
 }
 
 // MaxModelBytes bounds the model name a span and the access log's

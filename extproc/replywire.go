@@ -1,0 +1,191 @@
+package extproc
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// The reply to a reserved request's response headers is the largest
+// message tokenwarden builds per request: a header mutation with three
+// x-ratelimit-* headers per dimension that applied and the provider's
+// own rate-limit headers to remove. Built as protobuf-go messages it was
+// two dozen of them (each header an option wrapping a value), 3 KB in
+// one allocation, and protobuf-go's encoder walked them all twice, once
+// to size and once to write: more than the rest of the request's replies
+// together. It is written here in its wire form instead, the bytes
+// protobuf-go would write for those messages (TestResponseHeadersWire
+// and FuzzResponseHeadersWire hold it to that), and handed to the codec
+// as the unknown fields of an otherwise empty ProcessingResponse, which
+// protobuf-go encodes verbatim: a receiver decodes them as the fields
+// they are. That is how dynamicMetadata writes its fields, too.
+
+// wireHeader is a header to set, in a reply written in wire form.
+type wireHeader struct {
+	key   string
+	value []byte
+}
+
+// Field numbers of the messages a response-headers reply nests, read
+// from their descriptors.
+var (
+	fieldResponseHeaders = fieldNumber((&extprocv3.ProcessingResponse{}).ProtoReflect(), "response_headers")
+	fieldHeadersResponse = fieldNumber((&extprocv3.HeadersResponse{}).ProtoReflect(), "response")
+	fieldHeaderMutation  = fieldNumber((&extprocv3.CommonResponse{}).ProtoReflect(), "header_mutation")
+	fieldSetHeaders      = fieldNumber((&extprocv3.HeaderMutation{}).ProtoReflect(), "set_headers")
+	fieldRemoveHeaders   = fieldNumber((&extprocv3.HeaderMutation{}).ProtoReflect(), "remove_headers")
+	fieldOptionHeader    = fieldNumber((&corev3.HeaderValueOption{}).ProtoReflect(), "header")
+	fieldHeaderKey       = fieldNumber((&corev3.HeaderValue{}).ProtoReflect(), "key")
+	fieldHeaderRawValue  = fieldNumber((&corev3.HeaderValue{}).ProtoReflect(), "raw_value")
+)
+
+func fieldNumber(m protoreflect.Message, name protoreflect.Name) protowire.Number {
+	return m.Descriptor().Fields().ByName(name).Number()
+}
+
+// validKey returns key as a protobuf string must be: UTF-8, invalid
+// bytes as U+FFFD. The header names written come from tokenwarden or
+// from a received message, which protobuf-go has checked already.
+func validKey(key string) string {
+	if utf8.ValidString(key) {
+		return key
+	}
+	return strings.ToValidUTF8(key, "\uFFFD")
+}
+
+// headerValueSize is the size of a HeaderValue{key, raw_value}; proto3
+// leaves empty fields out.
+func headerValueSize(h *wireHeader) int {
+	n := 0
+	if h.key != "" {
+		n += protowire.SizeTag(fieldHeaderKey) + protowire.SizeBytes(len(h.key))
+	}
+	if len(h.value) > 0 {
+		n += protowire.SizeTag(fieldHeaderRawValue) + protowire.SizeBytes(len(h.value))
+	}
+	return n
+}
+
+// headerOptionSize is the size of a HeaderValueOption{header}.
+func headerOptionSize(h *wireHeader) int {
+	return protowire.SizeTag(fieldOptionHeader) + protowire.SizeBytes(headerValueSize(h))
+}
+
+// headerMutation is a HeaderMutation to write in wire form: set, then
+// extra (headers built as messages: the IETF, Anthropic and downgrade
+// headers, which options turn on), then the names in remove. The keys
+// and names must be UTF-8 (see validKey).
+type headerMutation struct {
+	set    []wireHeader
+	extra  []*corev3.HeaderValueOption
+	remove []string
+}
+
+// extraHeader returns an extra header as a wireHeader.
+func extraHeader(o *corev3.HeaderValueOption) wireHeader {
+	h := o.GetHeader()
+	return wireHeader{key: validKey(h.GetKey()), value: h.GetRawValue()}
+}
+
+// size is the size of the HeaderMutation's fields.
+func (m *headerMutation) size() int {
+	n := 0
+	for i := range m.set {
+		n += protowire.SizeTag(fieldSetHeaders) + protowire.SizeBytes(headerOptionSize(&m.set[i]))
+	}
+	for _, o := range m.extra {
+		h := extraHeader(o)
+		n += protowire.SizeTag(fieldSetHeaders) + protowire.SizeBytes(headerOptionSize(&h))
+	}
+	for _, name := range m.remove {
+		n += protowire.SizeTag(fieldRemoveHeaders) + protowire.SizeBytes(len(name))
+	}
+	return n
+}
+
+// appendFields appends the HeaderMutation's fields: set_headers, then
+// remove_headers, in field order as protobuf-go writes them.
+func (m *headerMutation) appendFields(b []byte) []byte {
+	for i := range m.set {
+		b = appendHeaderOption(b, &m.set[i])
+	}
+	for _, o := range m.extra {
+		h := extraHeader(o)
+		b = appendHeaderOption(b, &h)
+	}
+	for _, name := range m.remove {
+		b = protowire.AppendTag(b, fieldRemoveHeaders, protowire.BytesType)
+		b = protowire.AppendString(b, name)
+	}
+	return b
+}
+
+// appendHeaderOption appends a set_headers entry: HeaderValueOption{
+// header: HeaderValue{key, raw_value}}.
+func appendHeaderOption(b []byte, h *wireHeader) []byte {
+	b = protowire.AppendTag(b, fieldSetHeaders, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(headerOptionSize(h)))
+	b = protowire.AppendTag(b, fieldOptionHeader, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(headerValueSize(h)))
+	if h.key != "" {
+		b = protowire.AppendTag(b, fieldHeaderKey, protowire.BytesType)
+		b = protowire.AppendString(b, h.key)
+	}
+	if len(h.value) > 0 {
+		b = protowire.AppendTag(b, fieldHeaderRawValue, protowire.BytesType)
+		b = protowire.AppendBytes(b, h.value)
+	}
+	return b
+}
+
+// responseHeadersSize is the size of what appendResponseHeaders writes.
+func (m *headerMutation) responseHeadersSize() int {
+	hm := m.size()
+	common := protowire.SizeTag(fieldHeaderMutation) + protowire.SizeBytes(hm)
+	hr := protowire.SizeTag(fieldHeadersResponse) + protowire.SizeBytes(common)
+	return protowire.SizeTag(fieldResponseHeaders) + protowire.SizeBytes(hr)
+}
+
+// appendResponseHeaders appends a ProcessingResponse's response_headers
+// field: HeadersResponse{response: CommonResponse{header_mutation: m}}.
+func (m *headerMutation) appendResponseHeaders(b []byte) []byte {
+	hm := m.size()
+	common := protowire.SizeTag(fieldHeaderMutation) + protowire.SizeBytes(hm)
+	hr := protowire.SizeTag(fieldHeadersResponse) + protowire.SizeBytes(common)
+	b = protowire.AppendTag(b, fieldResponseHeaders, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(hr))
+	b = protowire.AppendTag(b, fieldHeadersResponse, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(common))
+	b = protowire.AppendTag(b, fieldHeaderMutation, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(hm))
+	return m.appendFields(b)
+}
+
+// wireReply is a reply written in wire form, in one allocation with
+// room for a usual response-headers reply: three dimensions' headers,
+// a provider's rate-limit headers to remove.
+type wireReply struct {
+	resp extprocv3.ProcessingResponse
+	buf  [768]byte
+}
+
+// newWireReply returns a reply to be written in wire form, and the
+// buffer to append its fields to: its own, or one of size bytes when
+// more is needed. Pass what was appended to done.
+func newWireReply(size int) (*wireReply, []byte) {
+	r := new(wireReply)
+	if size > len(r.buf) {
+		return r, make([]byte, 0, size)
+	}
+	return r, r.buf[:0]
+}
+
+// done sets b, the reply's fields, as its encoding, and returns it.
+func (r *wireReply) done(b []byte) *extprocv3.ProcessingResponse {
+	r.resp.ProtoReflect().SetUnknown(protoreflect.RawFields(b))
+	return &r.resp
+}
