@@ -198,3 +198,39 @@ func TestResponseHeadersReply(t *testing.T) {
 		t.Errorf("got %v, want the header mutation alone", got)
 	}
 }
+
+// TestMeteredHeadersReplies: each shared reply to a metered request's
+// headers removes what its case needs, and only a forged routing header
+// has the route matched again.
+func TestMeteredHeadersReplies(t *testing.T) {
+	for _, tc := range []struct {
+		name                    string
+		strip, streamed, forged bool
+		remove                  []string
+	}{
+		{"plain", false, false, false, nil},
+		{"strip", true, false, false, []string{"accept-encoding"}},
+		{"streamed", false, true, false, []string{"content-length"}},
+		{"strip streamed", true, true, false, []string{"accept-encoding", "content-length"}},
+		{"forged", false, false, true, []string{RouteModelHeader}},
+		{"strip forged", true, false, true, []string{"accept-encoding", RouteModelHeader}},
+		{"streamed forged", false, true, true, []string{"content-length", RouteModelHeader}},
+		{"all", true, true, true, []string{"accept-encoding", "content-length", RouteModelHeader}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hr := meteredHeadersReplies[b2i(tc.strip)][b2i(tc.streamed)][b2i(tc.forged)].GetRequestHeaders()
+			if hr == nil {
+				t.Fatal("got no request headers reply")
+			}
+			if got := hr.GetResponse().GetHeaderMutation().GetRemoveHeaders(); strings.Join(got, ",") != strings.Join(tc.remove, ",") {
+				t.Errorf("got removals %q, want %q", got, tc.remove)
+			}
+			if got := hr.GetResponse().GetClearRouteCache(); got != tc.forged {
+				t.Errorf("got clear_route_cache %v, want %v", got, tc.forged)
+			}
+			if got := hr.GetResponse().GetHeaderMutation().GetSetHeaders(); got != nil {
+				t.Errorf("got headers set %v, want none", got)
+			}
+		})
+	}
+}

@@ -16,13 +16,55 @@ import (
 	"github.com/tokenwarden/tokenwarden/internal/llm"
 )
 
-// Header names removed from requests; never modified.
-var (
-	acceptEncoding = []string{"accept-encoding"}
-	contentLength  = []string{"content-length"}
-	// bothLengths removes accept-encoding and content-length.
-	bothLengths = []string{"accept-encoding", "content-length"}
-)
+// meteredHeadersReplies are the replies to a metered request's headers,
+// by [strip accept-encoding][STREAMED body][forged route header]: they
+// carry nothing of the request but those three facts, so every stream
+// sends one of these eight rather than building its own. Never modified.
+var meteredHeadersReplies = func() (r [2][2][2]*extprocv3.ProcessingResponse) {
+	for strip := range 2 {
+		for streamed := range 2 {
+			for forged := range 2 {
+				r[strip][streamed][forged] = meteredHeadersReply(strip == 1, streamed == 1, forged == 1)
+			}
+		}
+	}
+	return r
+}()
+
+// meteredHeadersReply builds the reply to a metered request's headers.
+// It removes accept-encoding when the options strip it, and
+// content-length for a STREAMED body, whose length the decision may
+// change in a chunk reply that cannot set headers. A client's own
+// routing header (see forgedRouteModel) is removed too, and the route
+// matched again without it.
+func meteredHeadersReply(strip, streamed, forged bool) *extprocv3.ProcessingResponse {
+	var remove []string
+	if strip {
+		remove = append(remove, "accept-encoding")
+	}
+	if streamed {
+		remove = append(remove, "content-length")
+	}
+	hr := &extprocv3.HeadersResponse{}
+	if forged {
+		remove = append(remove, RouteModelHeader)
+		hr.Response = &extprocv3.CommonResponse{ClearRouteCache: true}
+	}
+	if remove != nil {
+		if hr.Response == nil {
+			hr.Response = &extprocv3.CommonResponse{}
+		}
+		hr.Response.HeaderMutation = &extprocv3.HeaderMutation{RemoveHeaders: remove}
+	}
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: hr}}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata, ea map[string]*structpb.Struct) (*extprocv3.ProcessingResponse, bool) {
 	if st.headersSeen {
@@ -53,7 +95,6 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata, 
 	// method: what the upstream does with a body is not ours to guess.
 	if api != nil && !h.EndOfStream {
 		st.metered = true
-		remove := st.removeRequestHeaders()
 		switch st.bodyMode {
 		case filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_BUFFERED_PARTIAL, filterv3.ProcessingMode_STREAMED:
 		default:
@@ -64,22 +105,9 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata, 
 				"api", api.Name(), "mode", st.bodyMode.String())
 			return misconfigured(api, "the filter's request_body_mode is "+st.bodyMode.String()+", not BUFFERED"), true
 		}
-		r := new(struct {
-			resp   extprocv3.ProcessingResponse
-			oneof  extprocv3.ProcessingResponse_RequestHeaders
-			hr     extprocv3.HeadersResponse
-			common extprocv3.CommonResponse
-			hm     extprocv3.HeaderMutation
-		})
-		r.resp.Response, r.oneof.RequestHeaders = &r.oneof, &r.hr
-		if forged {
-			remove = append(remove[:len(remove):len(remove)], RouteModelHeader)
-			r.hr.Response, r.common.ClearRouteCache = &r.common, true
-		}
-		if remove != nil {
-			r.hr.Response, r.common.HeaderMutation, r.hm.RemoveHeaders = &r.common, &r.hm, remove
-		}
-		return &r.resp, false
+		strip := st.s.opts.StripAcceptEncoding
+		streamed := st.bodyMode == filterv3.ProcessingMode_STREAMED
+		return meteredHeadersReplies[b2i(strip)][b2i(streamed)][b2i(forged)], false
 	}
 
 	// Not an LLM call: count it as a request now, and ask Envoy not to
@@ -115,24 +143,6 @@ func forgedRouteModel() *extprocv3.CommonResponse {
 		HeaderMutation:  &extprocv3.HeaderMutation{RemoveHeaders: []string{RouteModelHeader}},
 		ClearRouteCache: true,
 	}
-}
-
-// removeRequestHeaders returns the headers to remove from a metered
-// request: accept-encoding when configured, and content-length for a
-// STREAMED body, whose length the decision may change in a chunk reply
-// that cannot set headers.
-func (st *stream) removeRequestHeaders() []string {
-	strip := st.s.opts.StripAcceptEncoding
-	streamed := st.bodyMode == filterv3.ProcessingMode_STREAMED
-	switch {
-	case strip && streamed:
-		return bothLengths
-	case strip:
-		return acceptEncoding
-	case streamed:
-		return contentLength
-	}
-	return nil
 }
 
 func (st *stream) requestBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
