@@ -25,6 +25,14 @@ const KeyPrefix = "tw2:"
 // Changing the limit value keeps the counter.
 func CounterKey(l *Limit, attrs Attributes) string {
 	var b strings.Builder
+	b.Grow(counterKeySize(l, attrs))
+	writeCounterKey(&b, l, attrs)
+	return b.String()
+}
+
+// counterKeySize is about the length of CounterKey(l, attrs): enough
+// room to build it in one allocation.
+func counterKeySize(l *Limit, attrs Attributes) int {
 	n := len(KeyPrefix) + len(l.Name) + 8
 	for _, name := range l.Scope {
 		v, _ := attrs.Get(name)
@@ -33,7 +41,11 @@ func CounterKey(l *Limit, attrs Attributes) string {
 	if l.Location != nil {
 		n += len(l.Location.String()) + 1
 	}
-	b.Grow(n)
+	return n
+}
+
+// writeCounterKey writes CounterKey(l, attrs) to b.
+func writeCounterKey(b *strings.Builder, l *Limit, attrs Attributes) {
 	b.WriteString(KeyPrefix)
 	b.WriteString(algorithmCode(l.Algorithm, l.Calendar))
 	if l.Calendar == NoCalendar {
@@ -46,13 +58,12 @@ func CounterKey(l *Limit, attrs Attributes) string {
 		b.WriteString(l.Location.String())
 	}
 	b.WriteByte(':')
-	writeField(&b, l.Name)
+	writeField(b, l.Name)
 	for _, name := range l.Scope {
 		v, _ := attrs.Get(name)
-		writeField(&b, name)
-		writeField(&b, v)
+		writeField(b, name)
+		writeField(b, v)
 	}
-	return b.String()
 }
 
 func writeField(b *strings.Builder, s string) {
