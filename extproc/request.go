@@ -3,7 +3,6 @@ package extproc
 import (
 	"errors"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
@@ -257,13 +256,34 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 	}
 	st.s.m.tokensEstimated(api.Name(), est.Total())
 
-	r := new(requestBodyReply)
-	r.resp.Response, r.oneof.RequestBody = &r.oneof, &r.body
-	// The estimate goes in the metadata now, so that a request that never
-	// completes is still logged with it; Envoy merges the actual figures
-	// written at settlement into the same namespace.
-	md := newDynamicMetadata(r.meta[:])
-	st.reservationMetadata(&md)
+	edited, err := api.Inject(body, &st.req, llm.InjectOptions{OutputCap: o.InjectOutputCap, StreamUsage: o.InjectStreamUsage})
+	if err != nil {
+		// The body parsed, so an edit cannot fail; if it does, forward
+		// the original: the reservation already bounds the charge.
+		st.s.log.Warn("request body edit failed", "api", api.Name(), "err", err)
+	}
+	if edited == nil && replace {
+		edited = body
+	}
+	streamed := st.bodyMode == filterv3.ProcessingMode_STREAMED
+	// The new length, when the body changes. (A STREAMED chunk's reply
+	// cannot set headers; content-length went with the request headers.)
+	rel := release{body: edited, length: edited != nil && !streamed}
+	if st.dg.from != "" && !streamed {
+		// The request's headers wait for this reply (BUFFERED): name the
+		// fallback for the routes, and have Envoy match the route again
+		// on the edited headers.
+		rel.extra, rel.clearRoute = st.downgradeHeaders(nil), true
+	}
+	return rel.reply(st), false
+}
+
+// admissionMetadata adds an admitted request's fields to md. They go in
+// the metadata at admission, so that a request that never completes is
+// still logged with its estimate; Envoy merges the actual figures
+// written at settlement into the same namespace.
+func (st *stream) admissionMetadata(md *dynamicMetadata) {
+	st.reservationMetadata(md)
 	if st.dg.from != "" {
 		md.str(MetaDecision, "downgraded")
 		md.str(MetaDowngradedFrom, st.dg.from)
@@ -274,54 +294,7 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 	if sr := st.res.ShadowRejected; sr != nil {
 		md.str(MetaShadowRejected, limitNames(sr))
 	}
-	waitMetadata(&md, st.res)
-	md.attach(&r.resp)
-	edited, err := api.Inject(body, &st.req, llm.InjectOptions{OutputCap: o.InjectOutputCap, StreamUsage: o.InjectStreamUsage})
-	if err != nil {
-		// The body parsed, so an edit cannot fail; if it does, forward
-		// the original: the reservation already bounds the charge.
-		st.s.log.Warn("request body edit failed", "api", api.Name(), "err", err)
-	}
-	if edited == nil && replace {
-		edited = body
-	}
-	if edited != nil {
-		r.body.Response = &r.common
-		r.common.BodyMutation, r.mutation.Mutation, r.edited.Body = &r.mutation, &r.edited, edited
-		if st.bodyMode != filterv3.ProcessingMode_STREAMED {
-			// The new length. (A STREAMED chunk's reply cannot set
-			// headers; content-length went with the request headers.)
-			r.common.HeaderMutation, r.hm.SetHeaders = &r.hm, r.set[:]
-			r.set[0], r.opt.Header = &r.opt, &r.length
-			r.length.Key, r.length.RawValue = "content-length", strconv.AppendInt(r.digits[:0], int64(len(edited)), 10)
-		}
-	}
-	if st.dg.from != "" && st.bodyMode != filterv3.ProcessingMode_STREAMED {
-		// The request's headers wait for this reply (BUFFERED): name the
-		// fallback for the routes, and have Envoy match the route again
-		// on the edited headers.
-		r.body.Response, r.common.HeaderMutation = &r.common, &r.hm
-		r.hm.SetHeaders = st.downgradeHeaders(r.hm.SetHeaders)
-		r.common.ClearRouteCache = true
-	}
-	return &r.resp, false
-}
-
-// requestBodyReply is the reply that releases a reserved body, allocated
-// in one piece: one is built for every request.
-type requestBodyReply struct {
-	resp     extprocv3.ProcessingResponse
-	oneof    extprocv3.ProcessingResponse_RequestBody
-	body     extprocv3.BodyResponse
-	common   extprocv3.CommonResponse
-	mutation extprocv3.BodyMutation
-	edited   extprocv3.BodyMutation_Body
-	hm       extprocv3.HeaderMutation
-	set      [1]*corev3.HeaderValueOption
-	opt      corev3.HeaderValueOption
-	length   corev3.HeaderValue
-	digits   [20]byte
-	meta     [512]byte // the dynamic metadata
+	waitMetadata(md, st.res)
 }
 
 // reserve runs the limiter. On anything but an admission it returns the

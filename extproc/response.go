@@ -5,6 +5,8 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tokenwarden/tokenwarden/internal/contentcoding"
@@ -109,17 +111,36 @@ func (st *stream) responseBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingResp
 	}
 	// Settle before this reply: once the client has the whole response,
 	// the counters already show it.
-	r := new(struct {
-		resp  extprocv3.ProcessingResponse
-		oneof extprocv3.ProcessingResponse_ResponseBody
-		body  extprocv3.BodyResponse
-		meta  [256]byte // the dynamic metadata
-	})
-	md := newDynamicMetadata(r.meta[:])
+	r, md := newEndReply()
 	if !st.settle(true, &md) {
 		return continueResponseBody, false
 	}
-	r.resp.Response, r.oneof.ResponseBody = &r.oneof, &r.body
-	md.attach(&r.resp)
-	return &r.resp, false
+	return r.done(&md), false
+}
+
+// endReply is the reply to a response's last chunk, with the
+// settlement's dynamic metadata, written in wire form (see replywire.go)
+// in one allocation: the response_body field, an empty BodyResponse,
+// then the metadata.
+type endReply struct {
+	resp extprocv3.ProcessingResponse
+	buf  [256]byte
+}
+
+// fieldResponseBody is ProcessingResponse.response_body's number.
+var fieldResponseBody = fieldNumber((&extprocv3.ProcessingResponse{}).ProtoReflect(), "response_body")
+
+// newEndReply returns an endReply and the metadata to write into it.
+func newEndReply() (*endReply, dynamicMetadata) {
+	r := new(endReply)
+	b := protowire.AppendTag(r.buf[:0], fieldResponseBody, protowire.BytesType)
+	b = protowire.AppendVarint(b, 0)
+	return r, newDynamicMetadata(b[len(b):])
+}
+
+// done returns the reply with md's fields.
+func (r *endReply) done(md *dynamicMetadata) *extprocv3.ProcessingResponse {
+	b := append(r.buf[:protowire.SizeTag(fieldResponseBody)+protowire.SizeVarint(0)], md.wire()...)
+	r.resp.ProtoReflect().SetUnknown(protoreflect.RawFields(b))
+	return &r.resp
 }
