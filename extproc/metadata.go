@@ -70,8 +70,8 @@ func (m *dynamicMetadata) str(key, value string) {
 	// Value{string_value}
 	n := protowire.SizeTag(valueString) + protowire.SizeBytes(len(value))
 	m.entry(key, n)
-	m.b = protowire.AppendTag(m.b, valueString, protowire.BytesType)
-	m.b = protowire.AppendString(m.b, value)
+	m.b = appendTag(m.b, valueString, protowire.BytesType)
+	m.b = appendString(m.b, value)
 }
 
 // num adds a number field.
@@ -79,7 +79,7 @@ func (m *dynamicMetadata) num(key string, v float64) {
 	// Value{number_value}
 	n := protowire.SizeTag(valueNumber) + protowire.SizeFixed64()
 	m.entry(key, n)
-	m.b = protowire.AppendTag(m.b, valueNumber, protowire.Fixed64Type)
+	m.b = appendTag(m.b, valueNumber, protowire.Fixed64Type)
 	m.b = protowire.AppendFixed64(m.b, math.Float64bits(v))
 }
 
@@ -90,12 +90,12 @@ func (m *dynamicMetadata) entry(key string, n int) {
 		key = strings.ToValidUTF8(key, "\uFFFD")
 	}
 	entry := protowire.SizeTag(mapKey) + protowire.SizeBytes(len(key)) + protowire.SizeTag(mapValue) + protowire.SizeBytes(n)
-	m.b = protowire.AppendTag(m.b, structFields, protowire.BytesType)
-	m.b = protowire.AppendVarint(m.b, uint64(entry))
-	m.b = protowire.AppendTag(m.b, mapKey, protowire.BytesType)
-	m.b = protowire.AppendString(m.b, key)
-	m.b = protowire.AppendTag(m.b, mapValue, protowire.BytesType)
-	m.b = protowire.AppendVarint(m.b, uint64(n))
+	m.b = appendTag(m.b, structFields, protowire.BytesType)
+	m.b = appendVarint(m.b, uint64(entry))
+	m.b = appendTag(m.b, mapKey, protowire.BytesType)
+	m.b = appendString(m.b, key)
+	m.b = appendTag(m.b, mapValue, protowire.BytesType)
+	m.b = appendVarint(m.b, uint64(n))
 }
 
 // attach sets the fields as resp's dynamic metadata, wrapped in
@@ -123,16 +123,16 @@ func (m *dynamicMetadata) wire() []byte {
 	outer := protowire.SizeTag(structFields) + protowire.SizeBytes(entry)
 	var h [metadataHeadroom]byte
 	w := h[:0]
-	w = protowire.AppendTag(w, dynamicMetadataField, protowire.BytesType)
-	w = protowire.AppendVarint(w, uint64(outer))
-	w = protowire.AppendTag(w, structFields, protowire.BytesType)
-	w = protowire.AppendVarint(w, uint64(entry))
-	w = protowire.AppendTag(w, mapKey, protowire.BytesType)
-	w = protowire.AppendString(w, MetadataNamespace)
-	w = protowire.AppendTag(w, mapValue, protowire.BytesType)
-	w = protowire.AppendVarint(w, uint64(value))
-	w = protowire.AppendTag(w, valueStructValue, protowire.BytesType)
-	w = protowire.AppendVarint(w, uint64(inner))
+	w = appendTag(w, dynamicMetadataField, protowire.BytesType)
+	w = appendVarint(w, uint64(outer))
+	w = appendTag(w, structFields, protowire.BytesType)
+	w = appendVarint(w, uint64(entry))
+	w = appendTag(w, mapKey, protowire.BytesType)
+	w = appendString(w, MetadataNamespace)
+	w = appendTag(w, mapValue, protowire.BytesType)
+	w = appendVarint(w, uint64(value))
+	w = appendTag(w, valueStructValue, protowire.BytesType)
+	w = appendVarint(w, uint64(inner))
 	start := metadataHeadroom - len(w)
 	copy(m.b[start:], w)
 	return m.b[start:]

@@ -82,9 +82,10 @@ func (p *release) wire(st *stream) *extprocv3.ProcessingResponse {
 	}
 	hasHeaders := p.length || p.extra != nil
 	// CommonResponse, BodyResponse and the request_body field.
-	common := 0
+	common, hmSize := 0, 0
 	if hasHeaders {
-		common += protowire.SizeTag(fieldHeaderMutation) + protowire.SizeBytes(hm.size())
+		hmSize = hm.size()
+		common += protowire.SizeTag(fieldHeaderMutation) + protowire.SizeBytes(hmSize)
 	}
 	mutation := 0
 	if p.body != nil {
@@ -102,25 +103,25 @@ func (p *release) wire(st *stream) *extprocv3.ProcessingResponse {
 
 	r := new(extprocv3.ProcessingResponse)
 	b := make([]byte, 0, size+wireMetaRoom)
-	b = protowire.AppendTag(b, fieldRequestBody, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(body))
+	b = appendTag(b, fieldRequestBody, protowire.BytesType)
+	b = appendVarint(b, uint64(body))
 	if p.common() {
-		b = protowire.AppendTag(b, fieldBodyResponse, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(common))
+		b = appendTag(b, fieldBodyResponse, protowire.BytesType)
+		b = appendVarint(b, uint64(common))
 		if hasHeaders {
-			b = protowire.AppendTag(b, fieldHeaderMutation, protowire.BytesType)
-			b = protowire.AppendVarint(b, uint64(hm.size()))
+			b = appendTag(b, fieldHeaderMutation, protowire.BytesType)
+			b = appendVarint(b, uint64(hmSize))
 			b = hm.appendFields(b)
 		}
 		if p.body != nil {
-			b = protowire.AppendTag(b, fieldBodyMutation, protowire.BytesType)
-			b = protowire.AppendVarint(b, uint64(mutation))
-			b = protowire.AppendTag(b, fieldMutationBody, protowire.BytesType)
-			b = protowire.AppendBytes(b, p.body)
+			b = appendTag(b, fieldBodyMutation, protowire.BytesType)
+			b = appendVarint(b, uint64(mutation))
+			b = appendTag(b, fieldMutationBody, protowire.BytesType)
+			b = appendBytes(b, p.body)
 		}
 		if p.clearRoute {
-			b = protowire.AppendTag(b, fieldClearRouteCache, protowire.VarintType)
-			b = protowire.AppendVarint(b, 1)
+			b = appendTag(b, fieldClearRouteCache, protowire.VarintType)
+			b = appendVarint(b, 1)
 		}
 	}
 	// The metadata is written in the room after the reply's fields, then

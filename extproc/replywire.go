@@ -24,6 +24,33 @@ import (
 // protobuf-go encodes verbatim: a receiver decodes them as the fields
 // they are. That is how dynamicMetadata writes its fields, too.
 
+// appendVarint appends v as protowire.AppendVarint does, inline for the
+// one-byte values that every tag and most lengths written here are.
+func appendVarint(b []byte, v uint64) []byte {
+	if v < 0x80 {
+		return append(b, byte(v))
+	}
+	return protowire.AppendVarint(b, v)
+}
+
+// appendTag appends a field's tag, as protowire.AppendTag does.
+func appendTag(b []byte, num protowire.Number, typ protowire.Type) []byte {
+	if num < 16 {
+		return append(b, byte(num)<<3|byte(typ&7))
+	}
+	return protowire.AppendTag(b, num, typ)
+}
+
+// appendString and appendBytes append a length-delimited value, as
+// protowire.AppendString and AppendBytes do.
+func appendString(b []byte, s string) []byte {
+	return append(appendVarint(b, uint64(len(s))), s...)
+}
+
+func appendBytes(b []byte, v []byte) []byte {
+	return append(appendVarint(b, uint64(len(v))), v...)
+}
+
 // wireHeader is a header to set, in a reply written in wire form.
 type wireHeader struct {
 	key   string
@@ -118,8 +145,8 @@ func (m *headerMutation) appendFields(b []byte) []byte {
 		b = appendHeaderOption(b, &h)
 	}
 	for _, name := range m.remove {
-		b = protowire.AppendTag(b, fieldRemoveHeaders, protowire.BytesType)
-		b = protowire.AppendString(b, name)
+		b = appendTag(b, fieldRemoveHeaders, protowire.BytesType)
+		b = appendString(b, name)
 	}
 	return b
 }
@@ -127,24 +154,25 @@ func (m *headerMutation) appendFields(b []byte) []byte {
 // appendHeaderOption appends a set_headers entry: HeaderValueOption{
 // header: HeaderValue{key, raw_value}}.
 func appendHeaderOption(b []byte, h *wireHeader) []byte {
-	b = protowire.AppendTag(b, fieldSetHeaders, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(headerOptionSize(h)))
-	b = protowire.AppendTag(b, fieldOptionHeader, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(headerValueSize(h)))
+	hv := headerValueSize(h)
+	b = appendTag(b, fieldSetHeaders, protowire.BytesType)
+	b = appendVarint(b, uint64(protowire.SizeTag(fieldOptionHeader)+protowire.SizeBytes(hv)))
+	b = appendTag(b, fieldOptionHeader, protowire.BytesType)
+	b = appendVarint(b, uint64(hv))
 	if h.key != "" {
-		b = protowire.AppendTag(b, fieldHeaderKey, protowire.BytesType)
-		b = protowire.AppendString(b, h.key)
+		b = appendTag(b, fieldHeaderKey, protowire.BytesType)
+		b = appendString(b, h.key)
 	}
 	if len(h.value) > 0 {
-		b = protowire.AppendTag(b, fieldHeaderRawValue, protowire.BytesType)
-		b = protowire.AppendBytes(b, h.value)
+		b = appendTag(b, fieldHeaderRawValue, protowire.BytesType)
+		b = appendBytes(b, h.value)
 	}
 	return b
 }
 
-// responseHeadersSize is the size of what appendResponseHeaders writes.
-func (m *headerMutation) responseHeadersSize() int {
-	hm := m.size()
+// responseHeadersSize is the size of what appendResponseHeaders writes,
+// given m.size().
+func (m *headerMutation) responseHeadersSize(hm int) int {
 	common := protowire.SizeTag(fieldHeaderMutation) + protowire.SizeBytes(hm)
 	hr := protowire.SizeTag(fieldHeadersResponse) + protowire.SizeBytes(common)
 	return protowire.SizeTag(fieldResponseHeaders) + protowire.SizeBytes(hr)
@@ -152,16 +180,16 @@ func (m *headerMutation) responseHeadersSize() int {
 
 // appendResponseHeaders appends a ProcessingResponse's response_headers
 // field: HeadersResponse{response: CommonResponse{header_mutation: m}}.
-func (m *headerMutation) appendResponseHeaders(b []byte) []byte {
-	hm := m.size()
+// hm is m.size().
+func (m *headerMutation) appendResponseHeaders(b []byte, hm int) []byte {
 	common := protowire.SizeTag(fieldHeaderMutation) + protowire.SizeBytes(hm)
 	hr := protowire.SizeTag(fieldHeadersResponse) + protowire.SizeBytes(common)
-	b = protowire.AppendTag(b, fieldResponseHeaders, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(hr))
-	b = protowire.AppendTag(b, fieldHeadersResponse, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(common))
-	b = protowire.AppendTag(b, fieldHeaderMutation, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(hm))
+	b = appendTag(b, fieldResponseHeaders, protowire.BytesType)
+	b = appendVarint(b, uint64(hr))
+	b = appendTag(b, fieldHeadersResponse, protowire.BytesType)
+	b = appendVarint(b, uint64(common))
+	b = appendTag(b, fieldHeaderMutation, protowire.BytesType)
+	b = appendVarint(b, uint64(hm))
 	return m.appendFields(b)
 }
 

@@ -49,8 +49,9 @@ func wireResponseHeaders(m *headerMutation, md map[string]any) []byte {
 		}
 		w = d.wire()
 	}
-	r, b := newWireReply(m.responseHeadersSize() + len(w))
-	resp := r.done(append(m.appendResponseHeaders(b), w...))
+	size := m.size()
+	r, b := newWireReply(m.responseHeadersSize(size) + len(w))
+	resp := r.done(append(m.appendResponseHeaders(b, size), w...))
 	out, err := proto.Marshal(resp)
 	if err != nil {
 		panic(err)

@@ -86,8 +86,9 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders, attrs map[string]*st
 		}
 	}
 	hm := headerMutation{set: set, extra: extra, remove: remove}
-	r, b := newWireReply(hm.responseHeadersSize() + len(md))
-	b = hm.appendResponseHeaders(b)
+	size := hm.size()
+	r, b := newWireReply(hm.responseHeadersSize(size) + len(md))
+	b = hm.appendResponseHeaders(b, size)
 	return r.done(append(b, md...)), false
 }
 
@@ -133,8 +134,8 @@ var fieldResponseBody = fieldNumber((&extprocv3.ProcessingResponse{}).ProtoRefle
 // newEndReply returns an endReply and the metadata to write into it.
 func newEndReply() (*endReply, dynamicMetadata) {
 	r := new(endReply)
-	b := protowire.AppendTag(r.buf[:0], fieldResponseBody, protowire.BytesType)
-	b = protowire.AppendVarint(b, 0)
+	b := appendTag(r.buf[:0], fieldResponseBody, protowire.BytesType)
+	b = appendVarint(b, 0)
 	return r, newDynamicMetadata(b[len(b):])
 }
 
