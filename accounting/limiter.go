@@ -319,8 +319,12 @@ type Reservation struct {
 	// PriceFactor is the request's, kept to price its settlement alike.
 	PriceFactor float64
 
-	l     *Limiter
-	items []reservedItem
+	l *Limiter
+	// price is the model's price at PriceFactor, when hasPrice: found
+	// once, for the reservation and its settlement.
+	price    Price
+	hasPrice bool
+	items    []reservedItem
 	// settleItems is room for the settlement's items.
 	settleItems []SettleItem
 	// heldBack: refused only by what a limit keeps for a privileged
@@ -423,7 +427,7 @@ func (l *Limiter) reserveOnce(ctx context.Context, req Request, grow bool) (*Res
 	ends = ends[:len(kept)]
 	keys, idEnd := reservationKeys(l.idPrefix, l.idSeq.Add(1), kept, req.Attributes, ends)
 	r.ID, r.Model, r.Estimate, r.Cost, r.PriceFactor = keys[:idEnd], req.Model, req.Estimate, cost, req.PriceFactor
-	r.l, r.at = l, time.Now()
+	r.l, r.at, r.price, r.hasPrice = l, time.Now(), price, hasPrice
 	if len(kept) == 0 {
 		r.Admitted = true
 		return r, nil

@@ -47,8 +47,8 @@ func (r *Reservation) settle(ctx context.Context, usage Usage, ps *ProviderState
 	}
 	req.Items = req.Items[:len(r.items)]
 	var cost int64
-	if price, ok := l.prices.Lookup(r.Model); ok {
-		cost = price.Scale(r.PriceFactor).UsageCost(usage)
+	if r.hasPrice {
+		cost = r.price.UsageCost(usage)
 	}
 	for i, it := range r.items {
 		actual := it.amount
