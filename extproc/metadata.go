@@ -56,9 +56,14 @@ const (
 	valueStructValue protowire.Number = 5 // Value.struct_value
 )
 
-// dynamicMetadataField is ProcessingResponse.dynamic_metadata's number.
-var dynamicMetadataField = (&extprocv3.ProcessingResponse{}).ProtoReflect().Descriptor().
-	Fields().ByName("dynamic_metadata").Number()
+// The one-byte tags of the fields written for every metadata field.
+const (
+	tagStructFields = byte(structFields<<3) | byte(protowire.BytesType)
+	tagMapKey       = byte(mapKey<<3) | byte(protowire.BytesType)
+	tagMapValue     = byte(mapValue<<3) | byte(protowire.BytesType)
+	tagValueString  = byte(valueString<<3) | byte(protowire.BytesType)
+	tagValueNumber  = byte(valueNumber<<3) | byte(protowire.Fixed64Type)
+)
 
 // str adds a string field. Protobuf strings are UTF-8, and Envoy refuses
 // a message whose strings are not: invalid bytes (which the request
@@ -70,7 +75,7 @@ func (m *dynamicMetadata) str(key, value string) {
 	// Value{string_value}
 	n := protowire.SizeTag(valueString) + protowire.SizeBytes(len(value))
 	m.entry(key, n)
-	m.b = appendTag(m.b, valueString, protowire.BytesType)
+	m.b = append(m.b, tagValueString)
 	m.b = appendString(m.b, value)
 }
 
@@ -79,7 +84,7 @@ func (m *dynamicMetadata) num(key string, v float64) {
 	// Value{number_value}
 	n := protowire.SizeTag(valueNumber) + protowire.SizeFixed64()
 	m.entry(key, n)
-	m.b = appendTag(m.b, valueNumber, protowire.Fixed64Type)
+	m.b = append(m.b, tagValueNumber)
 	m.b = protowire.AppendFixed64(m.b, math.Float64bits(v))
 }
 
@@ -90,11 +95,11 @@ func (m *dynamicMetadata) entry(key string, n int) {
 		key = strings.ToValidUTF8(key, "\uFFFD")
 	}
 	entry := protowire.SizeTag(mapKey) + protowire.SizeBytes(len(key)) + protowire.SizeTag(mapValue) + protowire.SizeBytes(n)
-	m.b = appendTag(m.b, structFields, protowire.BytesType)
+	m.b = append(m.b, tagStructFields)
 	m.b = appendVarint(m.b, uint64(entry))
-	m.b = appendTag(m.b, mapKey, protowire.BytesType)
+	m.b = append(m.b, tagMapKey)
 	m.b = appendString(m.b, key)
-	m.b = appendTag(m.b, mapValue, protowire.BytesType)
+	m.b = append(m.b, tagMapValue)
 	m.b = appendVarint(m.b, uint64(n))
 }
 
@@ -123,7 +128,7 @@ func (m *dynamicMetadata) wire() []byte {
 	outer := protowire.SizeTag(structFields) + protowire.SizeBytes(entry)
 	var h [metadataHeadroom]byte
 	w := h[:0]
-	w = appendTag(w, dynamicMetadataField, protowire.BytesType)
+	w = appendTag(w, fieldDynamicMetadata, protowire.BytesType)
 	w = appendVarint(w, uint64(outer))
 	w = appendTag(w, structFields, protowire.BytesType)
 	w = appendVarint(w, uint64(entry))

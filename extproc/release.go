@@ -46,16 +46,6 @@ const metaRoom = 512
 // bytes); more grows the reply's buffer once.
 const wireMetaRoom = 320
 
-// Field numbers of the messages a release nests, read from their
-// descriptors.
-var (
-	fieldRequestBody     = fieldNumber((&extprocv3.ProcessingResponse{}).ProtoReflect(), "request_body")
-	fieldBodyResponse    = fieldNumber((&extprocv3.BodyResponse{}).ProtoReflect(), "response")
-	fieldBodyMutation    = fieldNumber((&extprocv3.CommonResponse{}).ProtoReflect(), "body_mutation")
-	fieldClearRouteCache = fieldNumber((&extprocv3.CommonResponse{}).ProtoReflect(), "clear_route_cache")
-	fieldMutationBody    = fieldNumber((&extprocv3.BodyMutation{}).ProtoReflect(), "body")
-)
-
 // reply returns the release, with st's admission metadata (see
 // stream.admissionMetadata).
 func (p *release) reply(st *stream) *extprocv3.ProcessingResponse {

@@ -57,22 +57,35 @@ type wireHeader struct {
 	value []byte
 }
 
-// Field numbers of the messages a response-headers reply nests, read
-// from their descriptors.
-var (
-	fieldResponseHeaders = fieldNumber((&extprocv3.ProcessingResponse{}).ProtoReflect(), "response_headers")
-	fieldHeadersResponse = fieldNumber((&extprocv3.HeadersResponse{}).ProtoReflect(), "response")
-	fieldHeaderMutation  = fieldNumber((&extprocv3.CommonResponse{}).ProtoReflect(), "header_mutation")
-	fieldSetHeaders      = fieldNumber((&extprocv3.HeaderMutation{}).ProtoReflect(), "set_headers")
-	fieldRemoveHeaders   = fieldNumber((&extprocv3.HeaderMutation{}).ProtoReflect(), "remove_headers")
-	fieldOptionHeader    = fieldNumber((&corev3.HeaderValueOption{}).ProtoReflect(), "header")
-	fieldHeaderKey       = fieldNumber((&corev3.HeaderValue{}).ProtoReflect(), "key")
-	fieldHeaderRawValue  = fieldNumber((&corev3.HeaderValue{}).ProtoReflect(), "raw_value")
+// Field numbers of the messages the replies written here nest
+// (TestWireFieldNumbers holds them to the messages' descriptors).
+const (
+	fieldResponseHeaders protowire.Number = 2 // ProcessingResponse.response_headers
+	fieldRequestBody     protowire.Number = 3 // ProcessingResponse.request_body
+	fieldResponseBody    protowire.Number = 4 // ProcessingResponse.response_body
+	fieldDynamicMetadata protowire.Number = 8 // ProcessingResponse.dynamic_metadata
+	fieldHeadersResponse protowire.Number = 1 // HeadersResponse.response
+	fieldBodyResponse    protowire.Number = 1 // BodyResponse.response
+	fieldHeaderMutation  protowire.Number = 2 // CommonResponse.header_mutation
+	fieldBodyMutation    protowire.Number = 3 // CommonResponse.body_mutation
+	fieldClearRouteCache protowire.Number = 5 // CommonResponse.clear_route_cache
+	fieldMutationBody    protowire.Number = 1 // BodyMutation.body
+	fieldSetHeaders      protowire.Number = 1 // HeaderMutation.set_headers
+	fieldRemoveHeaders   protowire.Number = 2 // HeaderMutation.remove_headers
+	fieldOptionHeader    protowire.Number = 1 // HeaderValueOption.header
+	fieldHeaderKey       protowire.Number = 1 // HeaderValue.key
+	fieldHeaderRawValue  protowire.Number = 3 // HeaderValue.raw_value
 )
 
-func fieldNumber(m protoreflect.Message, name protoreflect.Name) protowire.Number {
-	return m.Descriptor().Fields().ByName(name).Number()
-}
+// The one-byte tags of the fields written for every header (field
+// numbers below 16 make one-byte tags).
+const (
+	tagSetHeaders     = byte(fieldSetHeaders<<3) | byte(protowire.BytesType)
+	tagRemoveHeaders  = byte(fieldRemoveHeaders<<3) | byte(protowire.BytesType)
+	tagOptionHeader   = byte(fieldOptionHeader<<3) | byte(protowire.BytesType)
+	tagHeaderKey      = byte(fieldHeaderKey<<3) | byte(protowire.BytesType)
+	tagHeaderRawValue = byte(fieldHeaderRawValue<<3) | byte(protowire.BytesType)
+)
 
 // validKey returns key as a protobuf string must be: UTF-8, invalid
 // bytes as U+FFFD. The header names written come from tokenwarden or
@@ -145,7 +158,7 @@ func (m *headerMutation) appendFields(b []byte) []byte {
 		b = appendHeaderOption(b, &h)
 	}
 	for _, name := range m.remove {
-		b = appendTag(b, fieldRemoveHeaders, protowire.BytesType)
+		b = append(b, tagRemoveHeaders)
 		b = appendString(b, name)
 	}
 	return b
@@ -155,16 +168,16 @@ func (m *headerMutation) appendFields(b []byte) []byte {
 // header: HeaderValue{key, raw_value}}.
 func appendHeaderOption(b []byte, h *wireHeader) []byte {
 	hv := headerValueSize(h)
-	b = appendTag(b, fieldSetHeaders, protowire.BytesType)
+	b = append(b, tagSetHeaders)
 	b = appendVarint(b, uint64(protowire.SizeTag(fieldOptionHeader)+protowire.SizeBytes(hv)))
-	b = appendTag(b, fieldOptionHeader, protowire.BytesType)
+	b = append(b, tagOptionHeader)
 	b = appendVarint(b, uint64(hv))
 	if h.key != "" {
-		b = appendTag(b, fieldHeaderKey, protowire.BytesType)
+		b = append(b, tagHeaderKey)
 		b = appendString(b, h.key)
 	}
 	if len(h.value) > 0 {
-		b = appendTag(b, fieldHeaderRawValue, protowire.BytesType)
+		b = append(b, tagHeaderRawValue)
 		b = appendBytes(b, h.value)
 	}
 	return b

@@ -8,7 +8,9 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -233,5 +235,44 @@ func TestMeteredHeadersReplies(t *testing.T) {
 				t.Errorf("got headers set %v, want none", got)
 			}
 		})
+	}
+}
+
+// TestWireFieldNumbers: the field numbers the replies are written with
+// are those of the messages' descriptors, and their tags one byte each.
+func TestWireFieldNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		got  protowire.Number
+		msg  proto.Message
+	}{
+		{"response_headers", fieldResponseHeaders, &extprocv3.ProcessingResponse{}},
+		{"request_body", fieldRequestBody, &extprocv3.ProcessingResponse{}},
+		{"response_body", fieldResponseBody, &extprocv3.ProcessingResponse{}},
+		{"dynamic_metadata", fieldDynamicMetadata, &extprocv3.ProcessingResponse{}},
+		{"response", fieldHeadersResponse, &extprocv3.HeadersResponse{}},
+		{"response", fieldBodyResponse, &extprocv3.BodyResponse{}},
+		{"header_mutation", fieldHeaderMutation, &extprocv3.CommonResponse{}},
+		{"body_mutation", fieldBodyMutation, &extprocv3.CommonResponse{}},
+		{"clear_route_cache", fieldClearRouteCache, &extprocv3.CommonResponse{}},
+		{"body", fieldMutationBody, &extprocv3.BodyMutation{}},
+		{"set_headers", fieldSetHeaders, &extprocv3.HeaderMutation{}},
+		{"remove_headers", fieldRemoveHeaders, &extprocv3.HeaderMutation{}},
+		{"header", fieldOptionHeader, &corev3.HeaderValueOption{}},
+		{"key", fieldHeaderKey, &corev3.HeaderValue{}},
+		{"raw_value", fieldHeaderRawValue, &corev3.HeaderValue{}},
+		{"fields", structFields, &structpb.Struct{}},
+		{"number_value", valueNumber, &structpb.Value{}},
+		{"string_value", valueString, &structpb.Value{}},
+		{"struct_value", valueStructValue, &structpb.Value{}},
+	} {
+		d := tc.msg.ProtoReflect().Descriptor()
+		f := d.Fields().ByName(protoreflect.Name(tc.name))
+		if f == nil || f.Number() != tc.got {
+			t.Errorf("%s.%s: got field number %d, want the descriptor's (%v)", d.FullName(), tc.name, tc.got, f)
+		}
+		if tc.got >= 16 {
+			t.Errorf("%s.%s: got field number %d, want one below 16 (a one-byte tag)", d.FullName(), tc.name, tc.got)
+		}
 	}
 }

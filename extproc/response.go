@@ -128,9 +128,6 @@ type endReply struct {
 	buf  [256]byte
 }
 
-// fieldResponseBody is ProcessingResponse.response_body's number.
-var fieldResponseBody = fieldNumber((&extprocv3.ProcessingResponse{}).ProtoReflect(), "response_body")
-
 // newEndReply returns an endReply and the metadata to write into it.
 func newEndReply() (*endReply, dynamicMetadata) {
 	r := new(endReply)
