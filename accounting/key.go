@@ -30,16 +30,37 @@ func CounterKey(l *Limit, attrs Attributes) string {
 	return b.String()
 }
 
-// counterKeySize is about the length of CounterKey(l, attrs): enough
-// room to build it in one allocation.
+// counterKeySize is the length of CounterKey(l, attrs), so that a key
+// (or a reservation's keys together) is built in one allocation.
 func counterKeySize(l *Limit, attrs Attributes) int {
-	n := len(KeyPrefix) + len(l.Name) + 8
+	n := len(KeyPrefix) + len(algorithmCode(l.Algorithm, l.Calendar)) + 1 + fieldSize(len(l.Name))
+	if l.Calendar == NoCalendar {
+		n += decimalDigits(l.Window.Milliseconds())
+	}
+	if l.Location != nil && l.Location != time.UTC && l.Calendar != NoCalendar {
+		n += 1 + len(l.Location.String())
+	}
 	for _, name := range l.Scope {
 		v, _ := attrs.Get(name)
-		n += len(name) + len(v) + 8
+		n += fieldSize(len(name)) + fieldSize(len(v))
 	}
-	if l.Location != nil {
-		n += len(l.Location.String()) + 1
+	return n
+}
+
+// fieldSize is the length writeField writes for a string of n bytes.
+func fieldSize(n int) int {
+	return decimalDigits(int64(n)) + 1 + n
+}
+
+// decimalDigits is the length of v in decimal, its sign included.
+func decimalDigits(v int64) int {
+	n := 1
+	if v < 0 {
+		n++
+	}
+	for v >= 10 || v <= -10 {
+		v /= 10
+		n++
 	}
 	return n
 }

@@ -80,15 +80,16 @@ func newReservation(n int) (*Reservation, itemSpace) {
 // kept[i]'s key). CounterKey(kept[i].limit, attrs) is
 // s[ends[i-1]:ends[i]], the ID s[:ends[-1]] as idEnd.
 func reservationKeys(prefix string, seq uint64, kept []reservedItem, attrs Attributes, ends []int) (s string, idEnd int) {
-	n := len(prefix) + 13 // a uint64 in base 36
+	var buf [16]byte
+	num := strconv.AppendUint(buf[:0], seq, 36)
+	n := len(prefix) + len(num)
 	for i := range kept {
 		n += counterKeySize(kept[i].limit, attrs)
 	}
 	var b strings.Builder
 	b.Grow(n)
 	b.WriteString(prefix)
-	var num [16]byte
-	b.Write(strconv.AppendUint(num[:0], seq, 36))
+	b.Write(num)
 	idEnd = b.Len()
 	for i := range kept {
 		writeCounterKey(&b, kept[i].limit, attrs)
