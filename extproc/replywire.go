@@ -118,7 +118,9 @@ func headerOptionSize(h *wireHeader) int {
 // headerMutation is a HeaderMutation to write in wire form: set, then
 // extra (headers built as messages: the IETF, Anthropic and downgrade
 // headers, which options turn on), then the names in remove. The keys
-// and names must be UTF-8 (see validKey).
+// and names must be UTF-8 (see validKey). Of an extra header only its
+// key and raw value are written: each must be what setHeader builds
+// (TestExtraHeadersAreKeyAndValue).
 type headerMutation struct {
 	set    []wireHeader
 	extra  []*corev3.HeaderValueOption

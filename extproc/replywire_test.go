@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -12,6 +13,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
 )
 
 // responseHeadersMessage is the reply appendResponseHeaders writes, built
@@ -274,5 +277,38 @@ func TestWireFieldNumbers(t *testing.T) {
 		if tc.got >= 16 {
 			t.Errorf("%s.%s: got field number %d, want one below 16 (a one-byte tag)", d.FullName(), tc.name, tc.got)
 		}
+	}
+}
+
+// TestExtraHeadersAreKeyAndValue: the headers that go into replies
+// written in wire form as messages (the IETF and Anthropic headers, a
+// downgrade's) carry a key and a raw value and nothing else, which is
+// all the wire form writes of them.
+func TestExtraHeadersAreKeyAndValue(t *testing.T) {
+	var dims [numDims]accounting.DimState
+	for i := range dims {
+		dims[i] = accounting.DimState{Applied: true, Limit: 1000, Remaining: 10, Reset: 1500 * time.Millisecond, Window: time.Minute}
+	}
+	st := &stream{dg: downgrade{to: "gpt-4o-mini", path: "/v1/chat/completions", from: "gpt-4o"}}
+	for _, tc := range []struct {
+		name    string
+		headers []*corev3.HeaderValueOption
+	}{
+		{"IETF", appendIETF(&dims, nil)},
+		{"Anthropic", appendAnthropic(&dims, time.Unix(1700000000, 0), nil)},
+		{"downgrade", st.downgradeHeaders(nil)},
+		{"downgraded", []*corev3.HeaderValueOption{setHeader(DowngradedHeader, "gpt-4o->gpt-4o-mini")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if len(tc.headers) == 0 {
+				t.Fatal("got no headers")
+			}
+			for _, o := range tc.headers {
+				want := &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: o.GetHeader().GetKey(), RawValue: o.GetHeader().GetRawValue()}}
+				if !proto.Equal(o, want) {
+					t.Errorf("got %v, want a key and a raw value only", o)
+				}
+			}
+		})
 	}
 }
