@@ -25,15 +25,48 @@ const KeyPrefix = "tw2:"
 // Changing the limit value keeps the counter.
 func CounterKey(l *Limit, attrs Attributes) string {
 	var b strings.Builder
-	n := len(KeyPrefix) + len(l.Name) + 8
+	b.Grow(counterKeySize(l, attrs))
+	writeCounterKey(&b, l, attrs)
+	return b.String()
+}
+
+// counterKeySize is the length of CounterKey(l, attrs), so that a key
+// (or a reservation's keys together) is built in one allocation.
+func counterKeySize(l *Limit, attrs Attributes) int {
+	n := len(KeyPrefix) + len(algorithmCode(l.Algorithm, l.Calendar)) + 1 + fieldSize(len(l.Name))
+	if l.Calendar == NoCalendar {
+		n += decimalDigits(l.Window.Milliseconds())
+	}
+	if l.Location != nil && l.Location != time.UTC && l.Calendar != NoCalendar {
+		n += 1 + len(l.Location.String())
+	}
 	for _, name := range l.Scope {
 		v, _ := attrs.Get(name)
-		n += len(name) + len(v) + 8
+		n += fieldSize(len(name)) + fieldSize(len(v))
 	}
-	if l.Location != nil {
-		n += len(l.Location.String()) + 1
+	return n
+}
+
+// fieldSize is the length writeField writes for a string of n bytes.
+func fieldSize(n int) int {
+	return decimalDigits(int64(n)) + 1 + n
+}
+
+// decimalDigits is the length of v in decimal, its sign included.
+func decimalDigits(v int64) int {
+	n := 1
+	if v < 0 {
+		n++
 	}
-	b.Grow(n)
+	for v >= 10 || v <= -10 {
+		v /= 10
+		n++
+	}
+	return n
+}
+
+// writeCounterKey writes CounterKey(l, attrs) to b.
+func writeCounterKey(b *strings.Builder, l *Limit, attrs Attributes) {
 	b.WriteString(KeyPrefix)
 	b.WriteString(algorithmCode(l.Algorithm, l.Calendar))
 	if l.Calendar == NoCalendar {
@@ -46,13 +79,12 @@ func CounterKey(l *Limit, attrs Attributes) string {
 		b.WriteString(l.Location.String())
 	}
 	b.WriteByte(':')
-	writeField(&b, l.Name)
+	writeField(b, l.Name)
 	for _, name := range l.Scope {
 		v, _ := attrs.Get(name)
-		writeField(&b, name)
-		writeField(&b, v)
+		writeField(b, name)
+		writeField(b, v)
 	}
-	return b.String()
 }
 
 func writeField(b *strings.Builder, s string) {

@@ -51,3 +51,37 @@ func TestKeyScopeValue(t *testing.T) {
 		}
 	}
 }
+
+// TestCounterKeySize: counterKeySize is the length of the key, so that
+// CounterKey, and a reservation's keys together, are built in one
+// allocation.
+func TestCounterKeySize(t *testing.T) {
+	tokyo, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		t.Skip(err)
+	}
+	attrs := Attributes{{Name: "tenant", Value: "acme"}, {Name: "user", Value: ""}, {Name: "team", Value: string(make([]byte, 120))}}
+	for _, tc := range []struct {
+		name  string
+		limit Limit
+	}{
+		{"minute", Limit{Name: "rpm", Scope: []string{"tenant"}, Algorithm: SlidingWindow, Window: time.Minute}},
+		{"day, a longer name", Limit{Name: "tenant-spend", Scope: []string{"tenant"}, Algorithm: FixedWindow, Window: 24 * time.Hour}},
+		{"a year", Limit{Name: "y", Algorithm: FixedWindow, Window: 365 * 24 * time.Hour}},
+		{"no name, no scope", Limit{Algorithm: TokenBucket, Window: time.Second}},
+		{"empty and long values", Limit{Name: "n", Scope: []string{"tenant", "user", "team"}, Algorithm: Leases}},
+		{"calendar month in UTC", Limit{Name: "m", Algorithm: FixedWindow, Calendar: CalendarMonth, Location: time.UTC}},
+		{"calendar day in Tokyo", Limit{Name: "d", Scope: []string{"tenant"}, Algorithm: FixedWindow, Calendar: CalendarDay, Location: tokyo}},
+		{"lifetime", Limit{Name: "run", Scope: []string{"tenant"}, Algorithm: Lifetime, Window: 2 * time.Hour}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := CounterKey(&tc.limit, attrs)
+			if got := counterKeySize(&tc.limit, attrs); got != len(key) {
+				t.Errorf("got size %d, want %d (%q)", got, len(key), key)
+			}
+			if n := testing.AllocsPerRun(10, func() { CounterKey(&tc.limit, attrs) }); n != 1 {
+				t.Errorf("got %.0f allocations, want 1", n)
+			}
+		})
+	}
+}

@@ -226,8 +226,13 @@ func (l *Limit) Applies(attrs Attributes) bool {
 // Counter returns the counter the limit uses for a request with attrs,
 // which must satisfy [Limit.Applies].
 func (l *Limit) Counter(attrs Attributes) Counter {
+	return l.counter(CounterKey(l, attrs))
+}
+
+// counter returns the limit's counter under key.
+func (l *Limit) counter(key string) Counter {
 	return Counter{
-		Key:       CounterKey(l, attrs),
+		Key:       key,
 		Algorithm: l.Algorithm,
 		Limit:     l.Limit,
 		Burst:     l.Burst,

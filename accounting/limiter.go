@@ -319,8 +319,14 @@ type Reservation struct {
 	// PriceFactor is the request's, kept to price its settlement alike.
 	PriceFactor float64
 
-	l     *Limiter
-	items []reservedItem
+	l *Limiter
+	// price is the model's price at PriceFactor, when hasPrice: found
+	// once, for the reservation and its settlement.
+	price    Price
+	hasPrice bool
+	items    []reservedItem
+	// settleItems is room for the settlement's items.
+	settleItems []SettleItem
 	// heldBack: refused only by what a limit keeps for a privileged
 	// tier (see [ReserveFor]).
 	heldBack bool
@@ -373,24 +379,15 @@ func (l *Limiter) reserve(ctx context.Context, req Request) (*Reservation, error
 // reserveOnce is one attempt of reserve; when grow, one that a limit
 // kept across regions refused may end in errLeaseGrown (see leaseShort).
 func (l *Limiter) reserveOnce(ctx context.Context, req Request, grow bool) (*Reservation, error) {
-	r := &Reservation{
-		ID:          l.idPrefix + strconv.FormatUint(l.idSeq.Add(1), 36),
-		Model:       req.Model,
-		Estimate:    req.Estimate,
-		PriceFactor: req.PriceFactor,
-		l:           l,
-		at:          time.Now(),
-	}
 	price, hasPrice := l.prices.Lookup(req.Model)
 	price = price.Scale(req.PriceFactor)
+	var cost int64
 	if hasPrice {
-		r.Cost = price.EstimateCost(req.Estimate)
+		cost = price.EstimateCost(req.Estimate)
 	}
-	items := make([]ReserveItem, 0, len(l.limits))
-	// The reservation keeps its items until it settles, a stream's
-	// length: collected here first, they are allocated once, at their
-	// size, rather than grown one at a time (three allocations for three
-	// limits), or at the size of every limit configured.
+	// The limits that apply, collected here first: the reservation is
+	// then allocated once, with room for as many items (see
+	// newReservation).
 	var buf [8]reservedItem
 	kept := buf[:0]
 	failClosed := false
@@ -414,20 +411,35 @@ func (l *Limiter) reserveOnce(ctx context.Context, req Request, grow bool) (*Res
 			if !hasPrice {
 				return nil, fmt.Errorf("%w %q (limit %q)", ErrNoPrice, req.Model, lim.Name)
 			}
-			amount = r.Cost
+			amount = cost
 		}
-		shadow := lim.Mode == Shadow
-		items = append(items, ReserveItem{Counter: lim.Counter(req.Attributes), Amount: amount, Optional: shadow})
 		kept = append(kept, reservedItem{limit: lim, amount: amount, held: held})
 		// A shadow limit never fails a request, the store's failure
 		// included.
-		failClosed = failClosed || (lim.OnStoreError == FailClosed && !shadow)
+		failClosed = failClosed || (lim.OnStoreError == FailClosed && lim.Mode != Shadow)
 	}
-	if len(items) == 0 {
+	r, space := newReservation(len(kept))
+	var endBuf [8]int
+	ends := endBuf[:0]
+	if len(kept) > len(endBuf) {
+		ends = make([]int, len(kept))
+	}
+	ends = ends[:len(kept)]
+	keys, idEnd := reservationKeys(l.idPrefix, l.idSeq.Add(1), kept, req.Attributes, ends)
+	r.ID, r.Model, r.Estimate, r.Cost, r.PriceFactor = keys[:idEnd], req.Model, req.Estimate, cost, req.PriceFactor
+	r.l, r.at, r.price, r.hasPrice = l, time.Now(), price, hasPrice
+	if len(kept) == 0 {
 		r.Admitted = true
 		return r, nil
 	}
-	r.items = slices.Clone(kept)
+	items := space.items
+	start := idEnd
+	for i := range kept {
+		lim := kept[i].limit
+		items = append(items, ReserveItem{Counter: lim.counter(keys[start:ends[i]]), Amount: kept[i].amount, Optional: lim.Mode == Shadow})
+		start = ends[i]
+	}
+	r.items, r.settleItems = append(space.kept, kept...), space.settle
 
 	caps := l.leaseCaps(items, r.items)
 	// The caller's context as it is: the store bounds the call.

@@ -1,6 +1,10 @@
 package accounting
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // metrics are the Limiter's Prometheus collectors: what only the
 // limiter sees (store failures, settlements and releases, the limit a
@@ -26,6 +30,23 @@ type metrics struct {
 	waiting     prometheus.Gauge
 
 	limitValues *prometheus.CounterVec // limit, source
+
+	// settledOK is settlements' "ok" child, counted once per request:
+	// WithLabelValues hashes the label and takes the vector's lock on
+	// every call. Found on first use, so that /metrics shows the same
+	// series as without it.
+	settledOK atomic.Pointer[prometheus.Counter]
+}
+
+// settledFirstTry counts a settlement the store took at the first try.
+func (m *metrics) settledFirstTry() {
+	c := m.settledOK.Load()
+	if c == nil {
+		ok := m.settlements.WithLabelValues("ok")
+		m.settledOK.Store(&ok)
+		c = &ok
+	}
+	(*c).Inc()
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {

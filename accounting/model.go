@@ -51,11 +51,21 @@ func ModelFamily(model string) string {
 // bedrockVendors are the model vendors Bedrock prefixes its ids with.
 var bedrockVendors = []string{"anthropic.", "amazon.", "meta.", "mistral.", "cohere.", "ai21.", "deepseek.", "openai.", "writer.", "qwen."}
 
+// bedrockRegions are the cross-region prefixes of Bedrock's inference
+// profile ids.
+var bedrockRegions = []string{"us.", "eu.", "apac.", "global.", "us-gov."}
+
 // bedrockFamily drops Bedrock's region and vendor prefixes and its
 // version suffix from a model id.
 func bedrockFamily(m string) string {
+	if strings.IndexByte(m, '.') < 0 {
+		// Every prefix ends in a dot (TestBedrockPrefixesEndInADot): a
+		// name without one, as most are, has none. The family of a
+		// request's model is found several times per request.
+		return m
+	}
 	vendor := false
-	for _, region := range []string{"us.", "eu.", "apac.", "global.", "us-gov."} {
+	for _, region := range bedrockRegions {
 		if rest, ok := strings.CutPrefix(m, region); ok {
 			m = rest
 			break

@@ -1,6 +1,9 @@
 package accounting
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestModelFamily(t *testing.T) {
 	tests := []struct{ model, want string }{
@@ -76,3 +79,15 @@ func TestMatchByFamily(t *testing.T) {
 
 // nopStore is a Store for tests that never reach it.
 type nopStore struct{ Store }
+
+// TestBedrockPrefixesEndInADot: bedrockFamily skips its prefix search for
+// a name without a dot, which is right only while every prefix has one.
+func TestBedrockPrefixesEndInADot(t *testing.T) {
+	for _, prefixes := range [][]string{bedrockRegions, bedrockVendors} {
+		for _, p := range prefixes {
+			if !strings.HasSuffix(p, ".") {
+				t.Errorf("got Bedrock prefix %q, want one that ends in a dot", p)
+			}
+		}
+	}
+}

@@ -41,10 +41,14 @@ func (r *Reservation) settle(ctx context.Context, usage Usage, ps *ProviderState
 		return true, nil
 	}
 	l := r.l
-	req := SettleRequest{ID: r.ID, Items: make([]SettleItem, len(r.items))}
+	req := SettleRequest{ID: r.ID, Items: r.settleItems[:0]}
+	if cap(req.Items) < len(r.items) {
+		req.Items = make([]SettleItem, 0, len(r.items))
+	}
+	req.Items = req.Items[:len(r.items)]
 	var cost int64
-	if price, ok := l.prices.Lookup(r.Model); ok {
-		cost = price.Scale(r.PriceFactor).UsageCost(usage)
+	if r.hasPrice {
+		cost = r.price.UsageCost(usage)
 	}
 	for i, it := range r.items {
 		actual := it.amount
@@ -69,7 +73,7 @@ func (r *Reservation) settle(ctx context.Context, usage Usage, ps *ProviderState
 	err := l.store.Settle(context.WithoutCancel(ctx), req)
 	switch {
 	case err == nil:
-		l.m.settlements.WithLabelValues("ok").Inc()
+		l.m.settledFirstTry()
 		return true, nil
 	case errors.Is(err, ErrNoReservation):
 		l.noRecord(r.ID, r.at)

@@ -9,9 +9,8 @@ func (r *Reservation) UsageCost(usage Usage) (cost int64, ok bool) {
 		// Not one of a Limiter's.
 		return 0, false
 	}
-	price, ok := r.l.prices.Lookup(r.Model)
-	if !ok {
+	if !r.hasPrice {
 		return 0, false
 	}
-	return price.Scale(r.PriceFactor).UsageCost(usage), true
+	return r.price.UsageCost(usage), true
 }

@@ -58,15 +58,14 @@ func TestAppendAmount(t *testing.T) {
 }
 
 // TestRateLimitHeadersExtremes: the largest values of every dimension
-// fit the block, and each header keeps its own value.
+// fit their entries, and each header keeps its own value.
 func TestRateLimitHeadersExtremes(t *testing.T) {
 	var dims [numDims]accounting.DimState
 	for i := range dims {
 		dims[i] = accounting.DimState{Applied: true, Limit: math.MaxInt64, Remaining: math.MinInt64, Reset: math.MaxInt64}
 	}
-	var b rateLimitBlock
 	got := map[string]string{}
-	for _, h := range rateLimitHeaders(&b, &dims, nil) {
+	for _, h := range rateLimitHeaders(&dims, nil) {
 		got[h.GetHeader().GetKey()] = string(h.GetHeader().GetRawValue())
 	}
 	for i := range dims {

@@ -115,47 +115,70 @@ func appendFraction(dst []byte, v uint64, prec int) []byte {
 // numDims is the number of accounting dimensions.
 const numDims = len(accounting.Decision{}.Dims)
 
-// rateLimitBlock holds a reply's x-ratelimit-* header entries, allocated
-// together: they are set on every response.
-type rateLimitBlock struct {
-	opts [3 * numDims]corev3.HeaderValueOption
-	vals [3 * numDims]corev3.HeaderValue
-	ptrs [3 * numDims]*corev3.HeaderValueOption
-	// text holds the values; one that outgrows it moves to the heap.
-	text [3 * numDims * 24]byte
+// rateLimitEntry is an x-ratelimit-* header of a reply built as
+// messages (a rejection), allocated with the others of its reply.
+type rateLimitEntry struct {
+	opt corev3.HeaderValueOption
+	val corev3.HeaderValue
+	// text holds the value; one that outgrows it moves to the heap.
+	text [24]byte
 }
 
-// rateLimitHeaders returns the x-ratelimit-* headers for each dimension
-// that applied, in b's entries, after the entries of out. Remaining is
-// shown as zero when an extra charge took a counter below it: clients
-// expect a count, not a debt.
-func rateLimitHeaders(b *rateLimitBlock, dims *[numDims]accounting.DimState, out []*corev3.HeaderValueOption) []*corev3.HeaderValueOption {
-	if out == nil {
-		out = b.ptrs[:0]
+// rateLimitHeaders appends to out the x-ratelimit-* headers for each
+// dimension that applied, as messages: entries for those dimensions
+// alone, in one allocation.
+func rateLimitHeaders(dims *[numDims]accounting.DimState, out []*corev3.HeaderValueOption) []*corev3.HeaderValueOption {
+	n := 0
+	for i := range dims {
+		if dims[i].Applied {
+			n += 3
+		}
 	}
-	text := b.text[:0]
+	entries := make([]rateLimitEntry, n)
 	j := 0
 	for i := range dims {
-		st := &dims[i]
-		if !st.Applied {
+		if !dims[i].Applied {
 			continue
 		}
-		d := accounting.Dimension(i)
 		for k, name := range headerNames[i] {
-			start := len(text)
-			switch k {
-			case 0:
-				text = appendAmount(text, d, st.Limit)
-			case 1:
-				text = appendAmount(text, d, max(0, st.Remaining))
-			default:
-				text = appendReset(text, st.Reset)
-			}
-			b.vals[j] = corev3.HeaderValue{Key: name, RawValue: text[start:len(text):len(text)]}
-			b.opts[j].Header = &b.vals[j]
-			out = append(out, &b.opts[j])
+			e := &entries[j]
+			e.val = corev3.HeaderValue{Key: name, RawValue: appendRateLimitValue(e.text[:0], accounting.Dimension(i), k, &dims[i])}
+			e.opt.Header = &e.val
+			out = append(out, &e.opt)
 			j++
 		}
 	}
 	return out
+}
+
+// rateLimitValues returns the x-ratelimit-* headers of each dimension
+// that applied, the first n of set, their values appended to text
+// (which moves to the heap if it is too small).
+func rateLimitValues(dims *[numDims]accounting.DimState, text []byte) (set [3 * numDims]wireHeader, n int) {
+	for i := range dims {
+		if !dims[i].Applied {
+			continue
+		}
+		for k, name := range headerNames[i] {
+			start := len(text)
+			text = appendRateLimitValue(text, accounting.Dimension(i), k, &dims[i])
+			set[n] = wireHeader{key: name, value: text[start:len(text):len(text)]}
+			n++
+		}
+	}
+	return set, n
+}
+
+// appendRateLimitValue appends the value of d's k-th x-ratelimit-*
+// header (limit, remaining, reset; see headerNames). Remaining is shown
+// as zero when an extra charge took a counter below it: clients expect
+// a count, not a debt.
+func appendRateLimitValue(dst []byte, d accounting.Dimension, k int, st *accounting.DimState) []byte {
+	switch k {
+	case 0:
+		return appendAmount(dst, d, st.Limit)
+	case 1:
+		return appendAmount(dst, d, max(0, st.Remaining))
+	}
+	return appendReset(dst, st.Reset)
 }

@@ -56,9 +56,14 @@ const (
 	valueStructValue protowire.Number = 5 // Value.struct_value
 )
 
-// dynamicMetadataField is ProcessingResponse.dynamic_metadata's number.
-var dynamicMetadataField = (&extprocv3.ProcessingResponse{}).ProtoReflect().Descriptor().
-	Fields().ByName("dynamic_metadata").Number()
+// The one-byte tags of the fields written for every metadata field.
+const (
+	tagStructFields = byte(structFields<<3) | byte(protowire.BytesType)
+	tagMapKey       = byte(mapKey<<3) | byte(protowire.BytesType)
+	tagMapValue     = byte(mapValue<<3) | byte(protowire.BytesType)
+	tagValueString  = byte(valueString<<3) | byte(protowire.BytesType)
+	tagValueNumber  = byte(valueNumber<<3) | byte(protowire.Fixed64Type)
+)
 
 // str adds a string field. Protobuf strings are UTF-8, and Envoy refuses
 // a message whose strings are not: invalid bytes (which the request
@@ -70,8 +75,8 @@ func (m *dynamicMetadata) str(key, value string) {
 	// Value{string_value}
 	n := protowire.SizeTag(valueString) + protowire.SizeBytes(len(value))
 	m.entry(key, n)
-	m.b = protowire.AppendTag(m.b, valueString, protowire.BytesType)
-	m.b = protowire.AppendString(m.b, value)
+	m.b = append(m.b, tagValueString)
+	m.b = appendString(m.b, value)
 }
 
 // num adds a number field.
@@ -79,7 +84,7 @@ func (m *dynamicMetadata) num(key string, v float64) {
 	// Value{number_value}
 	n := protowire.SizeTag(valueNumber) + protowire.SizeFixed64()
 	m.entry(key, n)
-	m.b = protowire.AppendTag(m.b, valueNumber, protowire.Fixed64Type)
+	m.b = append(m.b, tagValueNumber)
 	m.b = protowire.AppendFixed64(m.b, math.Float64bits(v))
 }
 
@@ -90,12 +95,12 @@ func (m *dynamicMetadata) entry(key string, n int) {
 		key = strings.ToValidUTF8(key, "\uFFFD")
 	}
 	entry := protowire.SizeTag(mapKey) + protowire.SizeBytes(len(key)) + protowire.SizeTag(mapValue) + protowire.SizeBytes(n)
-	m.b = protowire.AppendTag(m.b, structFields, protowire.BytesType)
-	m.b = protowire.AppendVarint(m.b, uint64(entry))
-	m.b = protowire.AppendTag(m.b, mapKey, protowire.BytesType)
-	m.b = protowire.AppendString(m.b, key)
-	m.b = protowire.AppendTag(m.b, mapValue, protowire.BytesType)
-	m.b = protowire.AppendVarint(m.b, uint64(n))
+	m.b = append(m.b, tagStructFields)
+	m.b = appendVarint(m.b, uint64(entry))
+	m.b = append(m.b, tagMapKey)
+	m.b = appendString(m.b, key)
+	m.b = append(m.b, tagMapValue)
+	m.b = appendVarint(m.b, uint64(n))
 }
 
 // attach sets the fields as resp's dynamic metadata, wrapped in
@@ -106,28 +111,36 @@ func (m *dynamicMetadata) entry(key string, n int) {
 // dynamic_metadata field they are. resp.DynamicMetadata itself stays
 // nil, and resp keeps the buffer.
 func (m *dynamicMetadata) attach(resp *extprocv3.ProcessingResponse) {
+	if w := m.wire(); w != nil {
+		resp.ProtoReflect().SetUnknown(protoreflect.RawFields(w))
+	}
+}
+
+// wire returns the dynamic_metadata field, wrapper and fields, in the
+// buffer (see attach); nil when there are no fields.
+func (m *dynamicMetadata) wire() []byte {
 	inner := len(m.b) - metadataHeadroom // Struct: the fields
 	if inner <= 0 {
-		return
+		return nil
 	}
 	value := protowire.SizeTag(valueStructValue) + protowire.SizeBytes(inner)
 	entry := protowire.SizeTag(mapKey) + protowire.SizeBytes(len(MetadataNamespace)) + protowire.SizeTag(mapValue) + protowire.SizeBytes(value)
 	outer := protowire.SizeTag(structFields) + protowire.SizeBytes(entry)
 	var h [metadataHeadroom]byte
 	w := h[:0]
-	w = protowire.AppendTag(w, dynamicMetadataField, protowire.BytesType)
-	w = protowire.AppendVarint(w, uint64(outer))
-	w = protowire.AppendTag(w, structFields, protowire.BytesType)
-	w = protowire.AppendVarint(w, uint64(entry))
-	w = protowire.AppendTag(w, mapKey, protowire.BytesType)
-	w = protowire.AppendString(w, MetadataNamespace)
-	w = protowire.AppendTag(w, mapValue, protowire.BytesType)
-	w = protowire.AppendVarint(w, uint64(value))
-	w = protowire.AppendTag(w, valueStructValue, protowire.BytesType)
-	w = protowire.AppendVarint(w, uint64(inner))
+	w = appendTag(w, fieldDynamicMetadata, protowire.BytesType)
+	w = appendVarint(w, uint64(outer))
+	w = appendTag(w, structFields, protowire.BytesType)
+	w = appendVarint(w, uint64(entry))
+	w = appendTag(w, mapKey, protowire.BytesType)
+	w = appendString(w, MetadataNamespace)
+	w = appendTag(w, mapValue, protowire.BytesType)
+	w = appendVarint(w, uint64(value))
+	w = appendTag(w, valueStructValue, protowire.BytesType)
+	w = appendVarint(w, uint64(inner))
 	start := metadataHeadroom - len(w)
 	copy(m.b[start:], w)
-	resp.ProtoReflect().SetUnknown(protoreflect.RawFields(m.b[start:]))
+	return m.b[start:]
 }
 
 // MaxModelBytes bounds the model name a span and the access log's

@@ -83,8 +83,7 @@ func immediate(api llm.API, e llm.Error, details string, headers []*corev3.Heade
 func rejection(api llm.API, r *accounting.Reservation, extra []*corev3.HeaderValueOption, now time.Time, maxWait time.Duration) *extprocv3.ProcessingResponse {
 	t := &r.Trip
 	d := t.Limit.Dimension
-	var headers []*corev3.HeaderValueOption
-	headers = rateLimitHeaders(new(rateLimitBlock), &r.Dims, headers)
+	headers := rateLimitHeaders(&r.Dims, make([]*corev3.HeaderValueOption, 0, 3*numDims+8))
 	headers = append(headers, extra...)
 	headers = append(headers, setHeader("x-tokenwarden-limit", t.Limit.Name))
 	retry := shouldRetry(t, maxWait)

@@ -3,7 +3,6 @@ package extproc
 import (
 	"errors"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,13 +15,55 @@ import (
 	"github.com/tokenwarden/tokenwarden/internal/llm"
 )
 
-// Header names removed from requests; never modified.
-var (
-	acceptEncoding = []string{"accept-encoding"}
-	contentLength  = []string{"content-length"}
-	// bothLengths removes accept-encoding and content-length.
-	bothLengths = []string{"accept-encoding", "content-length"}
-)
+// meteredHeadersReplies are the replies to a metered request's headers,
+// by [strip accept-encoding][STREAMED body][forged route header]: they
+// carry nothing of the request but those three facts, so every stream
+// sends one of these eight rather than building its own. Never modified.
+var meteredHeadersReplies = func() (r [2][2][2]*extprocv3.ProcessingResponse) {
+	for strip := range 2 {
+		for streamed := range 2 {
+			for forged := range 2 {
+				r[strip][streamed][forged] = meteredHeadersReply(strip == 1, streamed == 1, forged == 1)
+			}
+		}
+	}
+	return r
+}()
+
+// meteredHeadersReply builds the reply to a metered request's headers.
+// It removes accept-encoding when the options strip it, and
+// content-length for a STREAMED body, whose length the decision may
+// change in a chunk reply that cannot set headers. A client's own
+// routing header (see forgedRouteModel) is removed too, and the route
+// matched again without it.
+func meteredHeadersReply(strip, streamed, forged bool) *extprocv3.ProcessingResponse {
+	var remove []string
+	if strip {
+		remove = append(remove, "accept-encoding")
+	}
+	if streamed {
+		remove = append(remove, "content-length")
+	}
+	hr := &extprocv3.HeadersResponse{}
+	if forged {
+		remove = append(remove, RouteModelHeader)
+		hr.Response = &extprocv3.CommonResponse{ClearRouteCache: true}
+	}
+	if remove != nil {
+		if hr.Response == nil {
+			hr.Response = &extprocv3.CommonResponse{}
+		}
+		hr.Response.HeaderMutation = &extprocv3.HeaderMutation{RemoveHeaders: remove}
+	}
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: hr}}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata, ea map[string]*structpb.Struct) (*extprocv3.ProcessingResponse, bool) {
 	if st.headersSeen {
@@ -53,7 +94,6 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata, 
 	// method: what the upstream does with a body is not ours to guess.
 	if api != nil && !h.EndOfStream {
 		st.metered = true
-		remove := st.removeRequestHeaders()
 		switch st.bodyMode {
 		case filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_BUFFERED_PARTIAL, filterv3.ProcessingMode_STREAMED:
 		default:
@@ -64,22 +104,9 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata, 
 				"api", api.Name(), "mode", st.bodyMode.String())
 			return misconfigured(api, "the filter's request_body_mode is "+st.bodyMode.String()+", not BUFFERED"), true
 		}
-		r := new(struct {
-			resp   extprocv3.ProcessingResponse
-			oneof  extprocv3.ProcessingResponse_RequestHeaders
-			hr     extprocv3.HeadersResponse
-			common extprocv3.CommonResponse
-			hm     extprocv3.HeaderMutation
-		})
-		r.resp.Response, r.oneof.RequestHeaders = &r.oneof, &r.hr
-		if forged {
-			remove = append(remove[:len(remove):len(remove)], RouteModelHeader)
-			r.hr.Response, r.common.ClearRouteCache = &r.common, true
-		}
-		if remove != nil {
-			r.hr.Response, r.common.HeaderMutation, r.hm.RemoveHeaders = &r.common, &r.hm, remove
-		}
-		return &r.resp, false
+		strip := st.s.opts.StripAcceptEncoding
+		streamed := st.bodyMode == filterv3.ProcessingMode_STREAMED
+		return meteredHeadersReplies[b2i(strip)][b2i(streamed)][b2i(forged)], false
 	}
 
 	// Not an LLM call: count it as a request now, and ask Envoy not to
@@ -115,24 +142,6 @@ func forgedRouteModel() *extprocv3.CommonResponse {
 		HeaderMutation:  &extprocv3.HeaderMutation{RemoveHeaders: []string{RouteModelHeader}},
 		ClearRouteCache: true,
 	}
-}
-
-// removeRequestHeaders returns the headers to remove from a metered
-// request: accept-encoding when configured, and content-length for a
-// STREAMED body, whose length the decision may change in a chunk reply
-// that cannot set headers.
-func (st *stream) removeRequestHeaders() []string {
-	strip := st.s.opts.StripAcceptEncoding
-	streamed := st.bodyMode == filterv3.ProcessingMode_STREAMED
-	switch {
-	case strip && streamed:
-		return bothLengths
-	case strip:
-		return acceptEncoding
-	case streamed:
-		return contentLength
-	}
-	return nil
 }
 
 func (st *stream) requestBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
@@ -247,13 +256,34 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 	}
 	st.s.m.tokensEstimated(api.Name(), est.Total())
 
-	r := new(requestBodyReply)
-	r.resp.Response, r.oneof.RequestBody = &r.oneof, &r.body
-	// The estimate goes in the metadata now, so that a request that never
-	// completes is still logged with it; Envoy merges the actual figures
-	// written at settlement into the same namespace.
-	md := newDynamicMetadata(r.meta[:])
-	st.reservationMetadata(&md)
+	edited, err := api.Inject(body, &st.req, llm.InjectOptions{OutputCap: o.InjectOutputCap, StreamUsage: o.InjectStreamUsage})
+	if err != nil {
+		// The body parsed, so an edit cannot fail; if it does, forward
+		// the original: the reservation already bounds the charge.
+		st.s.log.Warn("request body edit failed", "api", api.Name(), "err", err)
+	}
+	if edited == nil && replace {
+		edited = body
+	}
+	streamed := st.bodyMode == filterv3.ProcessingMode_STREAMED
+	// The new length, when the body changes. (A STREAMED chunk's reply
+	// cannot set headers; content-length went with the request headers.)
+	rel := release{body: edited, length: edited != nil && !streamed}
+	if st.dg.from != "" && !streamed {
+		// The request's headers wait for this reply (BUFFERED): name the
+		// fallback for the routes, and have Envoy match the route again
+		// on the edited headers.
+		rel.extra, rel.clearRoute = st.downgradeHeaders(nil), true
+	}
+	return rel.reply(st), false
+}
+
+// admissionMetadata adds an admitted request's fields to md. They go in
+// the metadata at admission, so that a request that never completes is
+// still logged with its estimate; Envoy merges the actual figures
+// written at settlement into the same namespace.
+func (st *stream) admissionMetadata(md *dynamicMetadata) {
+	st.reservationMetadata(md)
 	if st.dg.from != "" {
 		md.str(MetaDecision, "downgraded")
 		md.str(MetaDowngradedFrom, st.dg.from)
@@ -264,54 +294,7 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 	if sr := st.res.ShadowRejected; sr != nil {
 		md.str(MetaShadowRejected, limitNames(sr))
 	}
-	waitMetadata(&md, st.res)
-	md.attach(&r.resp)
-	edited, err := api.Inject(body, &st.req, llm.InjectOptions{OutputCap: o.InjectOutputCap, StreamUsage: o.InjectStreamUsage})
-	if err != nil {
-		// The body parsed, so an edit cannot fail; if it does, forward
-		// the original: the reservation already bounds the charge.
-		st.s.log.Warn("request body edit failed", "api", api.Name(), "err", err)
-	}
-	if edited == nil && replace {
-		edited = body
-	}
-	if edited != nil {
-		r.body.Response = &r.common
-		r.common.BodyMutation, r.mutation.Mutation, r.edited.Body = &r.mutation, &r.edited, edited
-		if st.bodyMode != filterv3.ProcessingMode_STREAMED {
-			// The new length. (A STREAMED chunk's reply cannot set
-			// headers; content-length went with the request headers.)
-			r.common.HeaderMutation, r.hm.SetHeaders = &r.hm, r.set[:]
-			r.set[0], r.opt.Header = &r.opt, &r.length
-			r.length.Key, r.length.RawValue = "content-length", strconv.AppendInt(r.digits[:0], int64(len(edited)), 10)
-		}
-	}
-	if st.dg.from != "" && st.bodyMode != filterv3.ProcessingMode_STREAMED {
-		// The request's headers wait for this reply (BUFFERED): name the
-		// fallback for the routes, and have Envoy match the route again
-		// on the edited headers.
-		r.body.Response, r.common.HeaderMutation = &r.common, &r.hm
-		r.hm.SetHeaders = st.downgradeHeaders(r.hm.SetHeaders)
-		r.common.ClearRouteCache = true
-	}
-	return &r.resp, false
-}
-
-// requestBodyReply is the reply that releases a reserved body, allocated
-// in one piece: one is built for every request.
-type requestBodyReply struct {
-	resp     extprocv3.ProcessingResponse
-	oneof    extprocv3.ProcessingResponse_RequestBody
-	body     extprocv3.BodyResponse
-	common   extprocv3.CommonResponse
-	mutation extprocv3.BodyMutation
-	edited   extprocv3.BodyMutation_Body
-	hm       extprocv3.HeaderMutation
-	set      [1]*corev3.HeaderValueOption
-	opt      corev3.HeaderValueOption
-	length   corev3.HeaderValue
-	digits   [20]byte
-	meta     [512]byte // the dynamic metadata
+	waitMetadata(md, st.res)
 }
 
 // reserve runs the limiter. On anything but an admission it returns the

@@ -1,9 +1,13 @@
 package extproc
 
 import (
-	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"google.golang.org/protobuf/types/known/structpb"
 	"strconv"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tokenwarden/tokenwarden/internal/contentcoding"
 	"github.com/tokenwarden/tokenwarden/internal/llm"
@@ -29,24 +33,27 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders, attrs map[string]*st
 		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
 			ResponseHeaders: &extprocv3.HeadersResponse{}}}, false
 	}
-	r := new(responseHeadersReply)
-	resp := &r.resp
-	resp.Response = &r.oneof
-	r.oneof.ResponseHeaders = &r.hr
-	r.hr.Response = &r.common
-	r.common.HeaderMutation = &r.hm
 	// The provider's rate-limit headers describe its whole account, not
 	// this caller: remove all of them, then set the caller's (Envoy
 	// applies removals first). Ours are removed too, by name, in case the
 	// upstream sent some that no limit of this request sets.
-	r.hm.RemoveHeaders = providerRateLimitHeaders(h, r.remove[:0])
-	r.hm.SetHeaders = rateLimitHeaders(&r.rateLimit, &st.res.Dims, nil)
+	var removeBuf [8]string // room for the provider's rate-limit headers
+	remove := providerRateLimitHeaders(h, removeBuf[:0])
+	for i, name := range remove {
+		remove[i] = validKey(name)
+	}
+	var text [3 * numDims * 24]byte
+	setBuf, n := rateLimitValues(&st.res.Dims, text[:0])
+	set := setBuf[:n]
 	api := st.target.api
+	// Headers the options add, built as messages: after the
+	// x-ratelimit-* ones.
+	var extra []*corev3.HeaderValueOption
 	if st.s.wantsStandardHeaders(api) {
-		r.hm.SetHeaders = st.s.standardRateLimitHeaders(api, &st.res.Dims, r.hm.SetHeaders)
+		extra = st.s.standardRateLimitHeaders(api, &st.res.Dims, extra)
 	}
 	if st.dg.from != "" {
-		r.hm.SetHeaders = append(r.hm.SetHeaders, setHeader(DowngradedHeader, st.dg.from+"->"+st.req.Model))
+		extra = append(extra, setHeader(DowngradedHeader, st.dg.from+"->"+st.req.Model))
 	}
 	if api != nil && st.ok() && st.origin == fromUpstream && st.responseBodyUnseen && !h.EndOfStream {
 		// The filter sends no response body: what was generated cannot
@@ -70,26 +77,19 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders, attrs map[string]*st
 			st.reader = reader
 		}
 	}
+	var md []byte
 	if h.EndOfStream || api == nil {
 		var buf [256]byte
-		md := newDynamicMetadata(buf[:])
-		if st.settle(true, &md) {
-			md.attach(resp)
+		m := newDynamicMetadata(buf[:])
+		if st.settle(true, &m) {
+			md = m.wire()
 		}
 	}
-	return resp, false
-}
-
-// responseHeadersReply is the reply to a reserved request's response
-// headers, allocated in one piece: one is built for every response.
-type responseHeadersReply struct {
-	resp      extprocv3.ProcessingResponse
-	oneof     extprocv3.ProcessingResponse_ResponseHeaders
-	hr        extprocv3.HeadersResponse
-	common    extprocv3.CommonResponse
-	hm        extprocv3.HeaderMutation
-	remove    [8]string // room for the provider's rate-limit headers
-	rateLimit rateLimitBlock
+	hm := headerMutation{set: set, extra: extra, remove: remove}
+	size := hm.size()
+	r, b := newWireReply(hm.responseHeadersSize(size) + len(md))
+	b = hm.appendResponseHeaders(b, size)
+	return r.done(append(b, md...)), false
 }
 
 func (st *stream) ok() bool { return st.status >= 200 && st.status < 300 }
@@ -112,17 +112,33 @@ func (st *stream) responseBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingResp
 	}
 	// Settle before this reply: once the client has the whole response,
 	// the counters already show it.
-	r := new(struct {
-		resp  extprocv3.ProcessingResponse
-		oneof extprocv3.ProcessingResponse_ResponseBody
-		body  extprocv3.BodyResponse
-		meta  [256]byte // the dynamic metadata
-	})
-	md := newDynamicMetadata(r.meta[:])
+	r, md := newEndReply()
 	if !st.settle(true, &md) {
 		return continueResponseBody, false
 	}
-	r.resp.Response, r.oneof.ResponseBody = &r.oneof, &r.body
-	md.attach(&r.resp)
-	return &r.resp, false
+	return r.done(&md), false
+}
+
+// endReply is the reply to a response's last chunk, with the
+// settlement's dynamic metadata, written in wire form (see replywire.go)
+// in one allocation: the response_body field, an empty BodyResponse,
+// then the metadata.
+type endReply struct {
+	resp extprocv3.ProcessingResponse
+	buf  [256]byte
+}
+
+// newEndReply returns an endReply and the metadata to write into it.
+func newEndReply() (*endReply, dynamicMetadata) {
+	r := new(endReply)
+	b := appendTag(r.buf[:0], fieldResponseBody, protowire.BytesType)
+	b = appendVarint(b, 0)
+	return r, newDynamicMetadata(b[len(b):])
+}
+
+// done returns the reply with md's fields.
+func (r *endReply) done(md *dynamicMetadata) *extprocv3.ProcessingResponse {
+	b := append(r.buf[:protowire.SizeTag(fieldResponseBody)+protowire.SizeVarint(0)], md.wire()...)
+	r.resp.ProtoReflect().SetUnknown(protoreflect.RawFields(b))
+	return &r.resp
 }

@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -148,7 +149,10 @@ func (s *Store) Release(ctx context.Context, req accounting.ReserveRequest) (boo
 		return false, nil
 	case !ok:
 		s.deleteRecordLocked(req.ID)
-		s.records[req.ID] = -now
+		// A copy: the ID may share its string with the reservation's
+		// counter keys (accounting builds them together), and the
+		// tombstone outlives the reservation.
+		s.records[strings.Clone(req.ID)] = -now
 		return false, nil
 	}
 	skipped := s.skipped[req.ID]
@@ -238,7 +242,10 @@ func (s *Store) counterLocked(c *accounting.Counter, now int64) *counter {
 	ct, ok := s.counters[c.Key]
 	if !ok || ct.expires <= now {
 		ct = newCounter(c, now)
-		s.counters[c.Key] = ct
+		// A copy: the key may share its string with the reservation's
+		// ID and other keys (accounting builds them together), and the
+		// counter outlives the reservation.
+		s.counters[strings.Clone(c.Key)] = ct
 	}
 	return ct
 }
