@@ -26,7 +26,7 @@ const smallObject = 16
 
 // keyEntry is a key of an open object in the shared list.
 type keyEntry struct {
-	hash uint64 // of the folded key
+	hash uint64 // of the folded key, as key makes it for the list
 	off  int    // of the key's opening quote
 }
 
@@ -60,13 +60,23 @@ func (c *checker) key(i int) (int, *Fields, error) {
 	if err != nil {
 		return i, nil, err
 	}
+	// A short key is packed into a word, by which it is looked up.
+	short := len(fold) <= 8 && cap(fold) >= 8
+	var packed uint64
+	if short {
+		packed = packKey(fold[:8], len(fold))
+	}
 	top := c.top()
-	h := maphash.Bytes(c.seed, fold)
 	if top.table != nil {
-		if earlier := c.tableAdd(top, h, fold, i); earlier >= 0 {
+		if earlier := c.tableAdd(top, maphash.Bytes(c.seed, fold), fold, i); earlier >= 0 {
 			return i, nil, c.duplicateError(earlier, exact)
 		}
 	} else {
+		// The hash by which the list of a small object holds the key.
+		h := packed
+		if !short {
+			h = maphash.Bytes(c.seed, fold)
+		}
 		if earlier := c.findListed(top, h, fold); earlier >= 0 {
 			return i, nil, c.duplicateError(earlier, exact)
 		}
@@ -77,7 +87,13 @@ func (c *checker) key(i int) (int, *Fields, error) {
 	}
 	top.lastKey = i
 	var inner *Fields
-	if fd := top.fields.lookup(fold); fd != nil {
+	var fd *field
+	if short {
+		fd = top.fields.lookupShort(fold, packed)
+	} else {
+		fd = top.fields.lookup(fold)
+	}
+	if fd != nil {
 		if !fd.is(exact) {
 			return i, nil, c.caseError(fd, exact, fold)
 		}
@@ -92,6 +108,9 @@ func (c *checker) key(i int) (int, *Fields, error) {
 		return j, nil, c.syntaxError(j)
 	}
 	j = skipSpace(b, j+1)
+	if fd != nil && top.frame >= 0 {
+		c.memberStarts(top, fd, j)
+	}
 	if c.capture.on && c.depth == 1 {
 		c.capture.valueStarts(exact, j)
 	}
@@ -152,6 +171,20 @@ func foldWord(w uint64) uint64 {
 	return w - lower>>2                  // 0x80>>2 is 'a'-'A'
 }
 
+// A small object's list holds a key of eight bytes or fewer, the usual
+// kind, by the key itself (packKey): that is quicker than hashing it,
+// and tells keys of one length apart exactly. A longer key is hashed
+// with the seed. A table, which a body with many keys could otherwise
+// fill with keys whose hashes it chose, hashes every key with the seed
+// (see moveToTable).
+
+// packKey returns the first n bytes of w (n at most eight), and n, in a
+// word: a short key's hash in a list, and its identity among the keys
+// of its length.
+func packKey(w []byte, n int) uint64 {
+	return binary.LittleEndian.Uint64(w)&(^uint64(0)>>(64-8*n)) ^ uint64(n)<<60
+}
+
 // findListed returns the offset of the key of the object top, in the
 // shared list, that folds to fold (whose hash is h), or -1.
 func (c *checker) findListed(top *level, h uint64, fold []byte) int {
@@ -177,8 +210,10 @@ func (c *checker) moveToTable(top *level) {
 	}
 	top.table = top.table[:cap(top.table)]
 	for k := top.keys; k < c.nkeys; k++ {
+		// The list's hash of a short key is the key: the table hashes it
+		// with the seed.
 		e := c.keyAt(k)
-		tableInsert(top.table, tag(e.hash), e.off)
+		tableInsert(top.table, tag(maphash.Bytes(c.seed, c.foldedKey(e.off))), e.off)
 	}
 	top.count = c.nkeys - top.keys
 	c.nkeys = top.keys
