@@ -448,7 +448,10 @@ var simpleEscape = [256]bool{'"': true, '\\': true, '/': true, 'b': true, 'f': t
 func stringStops(w uint64) uint64 {
 	q := w ^ (lsbs * '"')
 	s := w ^ (lsbs * '\\')
-	return (((q - lsbs) &^ q) | ((s - lsbs) &^ s) | ((w - lsbs*0x20) &^ w)) & msbs
+	// Each of the three tests is (x - lsbs*k) &^ x on its own x, but
+	// the x's share their high bits (the quote and the backslash have
+	// theirs clear), so one &^ w does for all three.
+	return ((q - lsbs) | (s - lsbs) | (w - lsbs*0x20)) &^ w & msbs
 }
 
 // Constants for looking at the eight bytes of a word at once.
