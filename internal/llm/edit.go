@@ -3,6 +3,7 @@ package llm
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -22,7 +23,7 @@ import (
 // an error, which ParseRequest, refusing such a body, prevents. The rest
 // of the body is kept byte for byte, as [API.Inject] promises.
 func SetField(body []byte, fields *Fields, value any, path ...string) ([]byte, error) {
-	enc, err := json.Marshal(value)
+	enc, err := encodeValue(value)
 	if err != nil {
 		return nil, fmt.Errorf("editing request body: %w", err)
 	}
@@ -50,7 +51,9 @@ func SetField(body []byte, fields *Fields, value any, path ...string) ([]byte, e
 		fd := fields.declared(name)
 		var found gjson.Result
 		at, foundRank, members := -1, 0, false
-		obj.ForEach(func(key, v gjson.Result) bool {
+		// The body was checked: ForEach reads it without checking it
+		// again, a long prompt a word at a time.
+		ForEach(obj, func(key, v gjson.Result) bool {
 			members = true
 			if r := fd.nameIndex(key.Str); r >= 0 {
 				found, at, foundRank = v, off+v.Index, r
@@ -85,13 +88,37 @@ func SetField(body []byte, fields *Fields, value any, path ...string) ([]byte, e
 // the one of the given rank, or the field's last one.
 func appendMember(out []byte, fields *Fields, path []string, rank int, enc []byte) []byte {
 	fd := fields.declared(path[0])
-	name, _ := json.Marshal(fd.names[min(rank, len(fd.names)-1)])
-	out = append(append(out, name...), ':')
+	out = appendName(out, fd.names[min(rank, len(fd.names)-1)])
+	out = append(out, ':')
 	if len(path) == 1 {
 		return append(out, enc...)
 	}
 	out = append(out, '{')
 	return append(appendMember(out, fd.inner, path[1:], rank, enc), '}')
+}
+
+// encodeValue encodes value as encoding/json does: the flags and counts
+// the formats set directly, anything else through encoding/json.
+func encodeValue(value any) ([]byte, error) {
+	switch v := value.(type) {
+	case bool:
+		return strconv.AppendBool(nil, v), nil
+	case int64:
+		return strconv.AppendInt(nil, v, 10), nil
+	case int:
+		return strconv.AppendInt(nil, int64(v), 10), nil
+	}
+	return json.Marshal(value)
+}
+
+// appendName appends the field name, quoted as encoding/json quotes it:
+// a plain word as it is, anything else through encoding/json.
+func appendName(out []byte, name string) []byte {
+	if plainKey([]byte(name)) {
+		return append(append(append(out, '"'), name...), '"')
+	}
+	enc, _ := json.Marshal(name)
+	return append(out, enc...)
 }
 
 // splice returns a new body: body with body[from:to] replaced by insert.
