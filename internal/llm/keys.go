@@ -54,11 +54,22 @@ func (c *checker) key(i int) (int, *Fields, error) {
 	if i >= len(b) || b[i] != '"' {
 		return i, nil, c.syntaxError(i)
 	}
-	// Room on the stack for a usual key.
-	var foldBuf, exactBuf [64]byte
-	exact, fold, end, err := c.readKey(i, exactBuf[:0], foldBuf[:0])
-	if err != nil {
-		return i, nil, err
+	var exact, fold []byte
+	var end int
+	var shortFold [8]byte
+	if n, ok := shortKey(b, i); ok {
+		// A key of plain ASCII that fits a word, the usual kind, is
+		// folded from the one load.
+		exact, end = b[i+1:i+1+n], i+2+n
+		binary.LittleEndian.PutUint64(shortFold[:], foldWord(load64(View(b), i+1)))
+		fold = shortFold[:n]
+	} else {
+		// Room on the stack for a longer key.
+		var foldBuf, exactBuf [64]byte
+		var err error
+		if exact, fold, end, err = c.readKey(i, exactBuf[:0], foldBuf[:0]); err != nil {
+			return i, nil, err
+		}
 	}
 	// A short key is packed into a word, by which it is looked up.
 	short := len(fold) <= 8 && cap(fold) >= 8
@@ -115,6 +126,21 @@ func (c *checker) key(i int) (int, *Fields, error) {
 		c.capture.valueStarts(exact, j)
 	}
 	return j, inner, nil
+}
+
+// shortKey reports whether the key whose opening quote is b[i] is plain
+// ASCII (no escape, no control character) of at most eight bytes, and
+// its length.
+func shortKey(b []byte, i int) (int, bool) {
+	if i+10 > len(b) {
+		return 0, false
+	}
+	w := load64(View(b), i+1)
+	if m := stringStops(w) | w&msbs; m != 0 {
+		n := bits.TrailingZeros64(m) >> 3
+		return n, b[i+1+n] == '"'
+	}
+	return 8, b[i+9] == '"'
 }
 
 // readKey reads the key whose opening quote is at i and returns it
