@@ -74,6 +74,9 @@ var (
 	slotAudio        = chatMessageFields.Slot("audio")
 	slotType         = chatContentFields.Slot("type")
 	slotText         = chatContentFields.Slot("text")
+	slotImageURL     = chatContentFields.Slot("image_url")
+	slotURL          = chatImageFields.Slot("url")
+	slotDetail       = chatImageFields.Slot("detail")
 )
 
 // The depths of what a chat scan visits: the body is 1, its messages
@@ -83,6 +86,7 @@ const (
 	depthMessage      = 3
 	depthContentArray = 4
 	depthContentPart  = 5
+	depthImage        = 6
 )
 
 // chatScan is what scanChat notes as the check visits the messages.
@@ -107,6 +111,11 @@ type chatScan struct {
 	// parts is the number of object parts of the content array being
 	// read, whose counts begin at pending[partsFrom].
 	parts, partsFrom int
+	// image is the last image_url object read, for the part it is in.
+	image struct {
+		start       int
+		url, detail llm.Value
+	}
 }
 
 // pendingCount is a count noted in a chat scan: what to count, and the
@@ -124,7 +133,8 @@ const (
 	countText    countKind = iota // a JSON string's text
 	countEmpty                    // the text "", which a value that is not a string has
 	countJSON                     // the JSON text itself
-	countImage                    // an image_url content part
+	countDetail                   // an image's detail, the text of the next count's image
+	countImage                    // an image, whose URL is the text
 	countContent                  // a content array, walked as walkChat walks it
 )
 
@@ -140,6 +150,10 @@ func (v *chatScan) ready(opts llm.ParseOptions, model string) {
 func (v *chatScan) visit(s *llm.Scan) {
 	vis := s.Visited()
 	switch {
+	case vis.Depth == depthImage && vis.Fields == chatImageFields && !vis.Array:
+		v.image.start = vis.Start
+		v.image.url, _ = s.Member(slotURL)
+		v.image.detail, _ = s.Member(slotDetail)
 	case vis.Depth == depthContentPart && vis.Fields == chatContentFields && !vis.Array:
 		v.part(s, vis)
 	case vis.Depth == depthContentArray && vis.Fields == chatContentFields && vis.Array:
@@ -172,7 +186,7 @@ func (v *chatScan) message(s *llm.Scan) {
 	}
 	if name, ok := s.Member(slotName); ok {
 		v.t.Overhead(tokensPerName)
-		v.noteText(name)
+		v.noteText(countText, name)
 	}
 	if c, ok := s.Member(slotContent); ok {
 		switch c.Raw[0] {
@@ -202,22 +216,33 @@ func (v *chatScan) part(s *llm.Scan, vis *llm.Visited) {
 	switch typ {
 	case "text":
 		text, _ := s.Member(slotText)
-		v.noteText(text)
+		v.noteText(countText, text)
 	case "image_url":
-		v.note(countImage, false, vis.Start, vis.End)
+		// The image_url object was visited just before its part; a
+		// part whose image_url is not an object has no URL or detail,
+		// as gjson reads it.
+		var url, detail llm.Value
+		if m, ok := s.Member(slotImageURL); ok && m.Raw[0] == '{' && m.Index == v.image.start {
+			url, detail = v.image.url, v.image.detail
+		}
+		v.noteText(countDetail, detail)
+		v.noteText(countImage, url)
 	default:
 		v.note(countJSON, false, vis.Start, vis.End)
 	}
 }
 
-// noteText notes the text of a member read as gjson's Str: a string's
-// text, or "" for any other value or none.
-func (v *chatScan) noteText(m llm.Value) {
+// noteText notes a count of kind of the text of a member, read as
+// gjson's Str: a string's text, or "" for any other value or none.
+func (v *chatScan) noteText(kind countKind, m llm.Value) {
 	if m.Raw == "" || m.Raw[0] != '"' {
-		v.note(countEmpty, false, 0, 0)
+		if kind == countText {
+			kind = countEmpty
+		}
+		v.note(kind, false, 0, 0)
 		return
 	}
-	v.noteValue(countText, m)
+	v.noteValue(kind, m)
 }
 
 // noteValue notes a count of the value m.
@@ -238,6 +263,7 @@ func (v *chatScan) note(kind countKind, escaped bool, start, end int) {
 // flush counts what is pending.
 func (v *chatScan) flush() {
 	tc, t := &v.tc, &v.t
+	detail := ""
 	for k := range v.npending {
 		var p pendingCount
 		if k < len(v.pending) {
@@ -253,12 +279,22 @@ func (v *chatScan) flush() {
 			t.Add("", tc.count(""))
 		case countJSON:
 			t.Add("", tc.count(raw))
+		case countDetail:
+			detail = text(raw, p.escaped)
 		case countImage:
-			part := gjson.Result{Type: gjson.JSON, Raw: raw, Index: int(p.start)}
-			tc.image(t, "image_url", part.Get("image_url.detail").Str, part.Get("image_url.url").Str)
+			tc.image(t, "image_url", detail, text(raw, p.escaped))
 		case countContent:
 			contentTokens(gjson.Result{Type: gjson.JSON, Raw: raw, Index: int(p.start)}, tc, t)
 		}
 	}
 	v.npending = 0
+}
+
+// text returns the text of raw, a string a pending count spans, or ""
+// for a count of no span.
+func text(raw string, escaped bool) string {
+	if raw == "" {
+		return ""
+	}
+	return llm.Value{Raw: raw, Escaped: escaped}.Text()
 }

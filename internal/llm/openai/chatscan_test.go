@@ -22,6 +22,17 @@ var chatScanCases = []struct{ name, body string }{
 	{"model last, many counts", `{"messages":[` + strings.Repeat(`{"role":"user","content":"a turn of text","name":"n"},`, 40) + `{"role":"user","content":"end"}],"model":"o3"}`},
 	{"model first, many parts", `{"model":"o3","messages":[{"role":"user","content":[` + strings.Repeat(`{"type":"text","text":"part"},`, 50) + `{"type":"text","text":"end"}]}]}`},
 	{"parts", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"https://x/y.png","detail":"low"}},{"type":"input_audio","input_audio":{"data":"AAAA"}},{"text":"untyped"},{"type":7,"text":"typed by a number"},{"type":"text","text":null},{"type":"text"},{"type":"t\u0065xt","text":"esc\u0061ped"}]}]}`},
+	{"images", `{"model":"gpt-4o","messages":[{"role":"user","content":[` +
+		`{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==","detail":"high"}},` +
+		`{"type":"image_url","image_url":"https://x/a-string.png"},` +
+		`{"type":"image_url"},` +
+		`{"image_url":{"detail":"low","url":"https://x/typed-after.png"},"type":"image_url"},` +
+		`{"type":"image_url","image_url":[{"url":"https://x/in-an-array.png"}]},` +
+		`{"type":"image_url","image_url":{"url":7,"detail":null}},` +
+		`{"type":"image_url","image_url":{"url":"https:\/\/x\/escaped.png","detail":"low"}},` +
+		`{"type":"image_url","image_url":null},` +
+		`{"type":"text","text":"between","image_url":{"url":"https://x/in-a-text-part.png"}},` +
+		`{"type":"image_url","image_url":{}}]}]}`},
 	{"parts that are not objects", `{"model":"m","messages":[{"role":"user","content":["text",1,null,[{"type":"text","text":"nested"}],{"type":"text","text":"x"}]},{"role":"user","content":[{"type":"text","text":"after"}]}]}`},
 	{"parts that are not objects, model last", `{"messages":[{"role":"user","content":[{"type":"text","text":"x"},"text"]},{"content":[{"type":"text","text":"y"}]}],"model":"m"}`},
 	{"content of every type", `{"model":"m","messages":[{"role":"user","content":null},{"role":"user","content":{"text":"an object"}},{"role":"user","content":42},{"role":"user","content":true},{"role":"user","content":[]},{"role":"user"},{}]}`},

@@ -13,8 +13,12 @@ var streamOptionsFields = llm.NewFields().Read("include_usage")
 // Scan visits them, and the content arrays (see scanChat).
 var chatContentFields = llm.NewFields().
 	Read("type", "text").
-	Nest("image_url", llm.NewFields().Read("url", "detail")).
+	Nest("image_url", chatImageFields).
 	Visit()
+
+// chatImageFields are the fields of an image_url part's image_url. A
+// Scan visits it.
+var chatImageFields = llm.NewFields().Read("url", "detail").Visit()
 
 // chatMessageFields are the fields of a chat message. A Scan visits each
 // message, and the messages array.
