@@ -55,8 +55,12 @@ func newFoldedName(fold string, fd *field) foldedName {
 	return foldedName{fold: fold, packed: packed, fd: fd}
 }
 
-// maxListed is how many names Fields.lookup compares one by one.
-const maxListed = 8
+// maxListed is how many names Fields.lookup compares one by one, and
+// maxShortListed how many lookupShort does.
+const (
+	maxListed      = 8
+	maxShortListed = 32
+)
 
 // field is one field of a Fields.
 type field struct {
@@ -170,12 +174,13 @@ func (f *Fields) lookup(folded []byte) *field {
 }
 
 // lookupShort is lookup for a key whose fold is eight bytes or fewer,
-// packed by packKey: among few names, one comparison of words each.
+// packed by packKey: one comparison of words for each name, which is
+// quicker than hashing the key among as many as maxShortListed.
 func (f *Fields) lookupShort(folded []byte, packed uint64) *field {
 	if f == nil {
 		return nil
 	}
-	if len(f.folds) <= maxListed {
+	if len(f.folds) <= maxShortListed {
 		for _, n := range f.folds {
 			if n.packed == packed {
 				return n.fd
