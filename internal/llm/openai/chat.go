@@ -64,16 +64,20 @@ func (Chat) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Requ
 	return scanChat(body, opts)
 }
 
-// chatTop are the top-level fields Chat reads, after the model and the
-// stream flag.
-var chatTop = [...]string{"messages", "tools", "functions",
+// chatNames are the top-level fields Chat reads: the model, the stream
+// flag, then chatTop.
+var chatNames = [...]string{"model", "stream", "messages", "tools", "functions",
 	"max_completion_tokens", "max_tokens", "n", "stream_options", "reasoning_effort", "service_tier"}
+
+// chatTop are the top-level fields Chat reads after the model and the
+// stream flag.
+var chatTop = chatNames[2:]
 
 // walkChat parses a chat request by checking the body, then walking its
 // messages.
 func walkChat(body []byte, opts llm.ParseOptions) (llm.Request, error) {
 	var out [maxFields]gjson.Result
-	f, req, err := parseBody(body, chatFields, opts, &out, chatTop[:]...)
+	f, req, err := parseBody(body, chatFields, opts, &out, chatTop...)
 	if err != nil {
 		return req, err
 	}

@@ -22,8 +22,7 @@ import (
 // spans of the body, and counted once the model is known.
 func scanChat(body []byte, opts llm.ParseOptions) (llm.Request, error) {
 	var s llm.Scan
-	var names [2 + len(chatTop)]string
-	s.Start(body, chatFields, append(append(names[:0], "model", "stream"), chatTop[:]...)...)
+	s.Start(body, chatFields, chatNames[:]...)
 	v := chatScan{body: body, t: llm.NewTally(nil)}
 	if opts.Model != "" {
 		v.ready(opts, opts.Model)
@@ -39,7 +38,7 @@ func scanChat(body []byte, opts llm.ParseOptions) (llm.Request, error) {
 	if err := s.Err(); err != nil {
 		return llm.Request{}, err
 	}
-	var f [len(chatTop)]gjson.Result
+	var f [len(chatNames) - 2]gjson.Result
 	for k := range f {
 		f[k] = s.Top(2 + k)
 	}
