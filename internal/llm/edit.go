@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -45,6 +46,17 @@ func SetField(body []byte, fields *Fields, value any, path ...string) ([]byte, e
 		}
 		f = fd.inner
 	}
+	if fields.declared(path[0]).absentFrom(body) {
+		// The member goes just before the body's closing brace, with
+		// the objects on its way, as the walk below would put it.
+		var member []byte
+		if first := skipSpace(body, off+1); first < len(body) && body[first] != '}' {
+			member = append(member, ',')
+		}
+		member = appendMember(member, fields, path, 0, enc)
+		brace := len(bytes.TrimRight(body, " \t\r\n")) - 1
+		return splice(body, brace, brace, member), nil
+	}
 	rank := 0 // the rank among its names of the name the parent has
 	for k := 0; ; k++ {
 		name := path[k]
@@ -81,6 +93,25 @@ func SetField(body []byte, fields *Fields, value any, path ...string) ([]byte, e
 		}
 		obj, off, fields, rank = gjson.Parse(found.Raw), at, fd.inner, foundRank
 	}
+}
+
+// absentFrom reports, without reading body as JSON, that no key of it
+// is one of the field's names: none of the names, each a plain word, is
+// in its bytes, and it has no \u escape. A key spells a plain word only
+// with the word's own bytes or with \u escapes, the other escapes
+// standing for characters no plain word has. A body that names the
+// field anywhere, or has a \u escape anywhere, is not known to lack it.
+func (fd *field) absentFrom(body []byte) bool {
+	s := View(body)
+	if strings.Contains(s, `\u`) {
+		return false
+	}
+	for _, n := range fd.names {
+		if !plainKey([]byte(n)) || strings.Contains(s, n) {
+			return false
+		}
+	}
+	return true
 }
 
 // appendMember appends "name":value for the field path[0] of fields,
