@@ -103,7 +103,7 @@ func SetField(body []byte, fields *Fields, value any, path ...string) ([]byte, e
 // field anywhere, or has a \u escape anywhere, is not known to lack it.
 func (fd *field) absentFrom(body []byte) bool {
 	s := View(body)
-	if strings.Contains(s, `\u`) {
+	if strings.IndexByte(s, '\\') >= 0 && strings.Contains(s, `\u`) {
 		return false
 	}
 	for _, n := range fd.names {

@@ -193,11 +193,17 @@ func (f *Fields) lookupShort(folded []byte, packed uint64) *field {
 
 // declared returns the field declared as name, or nil.
 func (f *Fields) declared(name string) *field {
-	fd := f.lookup(appendFold(nil, []byte(name)))
-	if fd == nil || fd.names[0] != name {
+	if f == nil {
 		return nil
 	}
-	return fd
+	// By comparison, rather than folding name to look it up: an edit
+	// names the fields on its way for every request.
+	for _, n := range f.folds {
+		if n.fd.names[0] == name {
+			return n.fd
+		}
+	}
+	return nil
 }
 
 // is reports whether key is one of the field's names, exactly.
