@@ -23,7 +23,8 @@ import (
 func scanChat(body []byte, opts llm.ParseOptions) (llm.Request, error) {
 	var s llm.Scan
 	s.Start(body, chatFields, chatNames[:]...)
-	v := chatScan{body: body, t: llm.NewTally(nil)}
+	var v chatScan // set field by field, not copied from a temporary
+	v.body, v.t = body, llm.NewTally(nil)
 	if opts.Model != "" {
 		v.ready(opts, opts.Model)
 	}
