@@ -57,12 +57,17 @@ func (c *checker) key(i int) (int, *Fields, error) {
 	var exact, fold []byte
 	var end int
 	var shortFold [8]byte
+	// A short key is packed into a word (see packKey), by which it is
+	// listed and looked up.
+	var short bool
+	var packed uint64
 	if n, ok := shortKey(b, i); ok {
 		// A key of plain ASCII that fits a word, the usual kind, is
 		// folded from the one load.
 		exact, end = b[i+1:i+1+n], i+2+n
-		binary.LittleEndian.PutUint64(shortFold[:], foldWord(load64(View(b), i+1)))
-		fold = shortFold[:n]
+		w := foldWord(load64(View(b), i+1))
+		binary.LittleEndian.PutUint64(shortFold[:], w)
+		fold, short, packed = shortFold[:n], true, w&(^uint64(0)>>(64-8*n))^uint64(n)<<60
 	} else {
 		// Room on the stack for a longer key.
 		var foldBuf, exactBuf [64]byte
@@ -70,12 +75,9 @@ func (c *checker) key(i int) (int, *Fields, error) {
 		if exact, fold, end, err = c.readKey(i, exactBuf[:0], foldBuf[:0]); err != nil {
 			return i, nil, err
 		}
-	}
-	// A short key is packed into a word, by which it is looked up.
-	short := len(fold) <= 8 && cap(fold) >= 8
-	var packed uint64
-	if short {
-		packed = packKey(fold[:8], len(fold))
+		if short = len(fold) <= 8 && cap(fold) >= 8; short {
+			packed = packKey(fold[:8], len(fold))
+		}
 	}
 	top := c.top()
 	if top.table != nil {
