@@ -101,12 +101,30 @@ type checker struct {
 	// capture, when set, captures top-level members as they are read (see
 	// CheckTop).
 	capture topCapture
+	// escaped says whether the last string read held an escape.
+	escaped bool
+	// The state of a Scan's checker between runs (see run): where the
+	// next run goes on, and how; whether the body is an object.
+	pos    int
+	next   *Fields
+	resume bool
+	object bool
+	// visiting is set for a Scan's checker: it notes the members of the
+	// visited objects in frames, one for each open one (the first
+	// inlineFrames in frames, the rest in moreFrames), and stops after
+	// each visited object or array, which closed describes.
+	visiting   bool
+	nframes    int
+	frames     [inlineFrames]visitFrame
+	moreFrames []visitFrame
+	closed     closedLevel
 }
 
 // How many levels and keys a checker holds without allocating.
 const (
 	inlineLevels = 16
 	inlineKeys   = 32
+	inlineFrames = 4
 )
 
 // level is an open object or array.
@@ -128,6 +146,14 @@ type level struct {
 	// element is the index of the array's current element.
 	element int
 	array   bool
+	// visit is set for a level a Scan stops after (see Fields.Visit),
+	// which starts at start. frame is the index of the visited object's
+	// visitFrame, and member the slot of its member being read, when
+	// the frame notes it; both are -1 otherwise.
+	visit  bool
+	start  int
+	frame  int32
+	member int32
 }
 
 // level returns open level d, the outermost being 0.
@@ -141,11 +167,17 @@ func (c *checker) level(d int) *level {
 // top returns the innermost open level.
 func (c *checker) top() *level { return c.level(c.depth - 1) }
 
-func (c *checker) push(array bool, fields *Fields) error {
+func (c *checker) push(array bool, fields *Fields, start int) error {
 	if c.depth == MaxDepth {
 		return ErrTooDeep
 	}
-	lv := level{fields: fields, keys: c.nkeys, array: array}
+	lv := level{fields: fields, keys: c.nkeys, array: array, member: -1, frame: -1}
+	if c.visiting && fields != nil && fields.visit {
+		lv.visit, lv.start = true, start
+		if !array {
+			lv.frame = int32(c.pushFrame())
+		}
+	}
 	if c.depth < inlineLevels {
 		c.levels[c.depth] = lv
 	} else {
@@ -166,88 +198,130 @@ func (c *checker) pop() {
 		top.table = nil
 	}
 	c.nkeys = top.keys
+	if top.frame >= 0 {
+		c.nframes--
+	}
 	c.depth--
 }
 
 func (c *checker) check(fields *Fields) error {
-	b := c.body
-	i := skipSpace(b, 0)
-	if i == len(b) {
+	if err := c.begin(fields); err != nil {
+		return err
+	}
+	for {
+		stopped, err := c.run()
+		if !stopped {
+			return err
+		}
+	}
+}
+
+// begin readies the checker to read the body from its first value, which
+// is read in fields.
+func (c *checker) begin(fields *Fields) error {
+	i := skipSpace(c.body, 0)
+	if i == len(c.body) {
 		return errors.New("request body is not valid JSON: it is empty")
 	}
-	object := b[i] == '{'
-	next := fields // what is read in the value at i
+	c.object = c.body[i] == '{'
+	c.pos, c.next = i, fields
+	return nil
+}
+
+// run reads on from where begin or the last stop left the checker. It
+// returns true when it stops just after a visited object or array has
+// closed (see Scan; c.closed describes it), false when the body has been
+// read, with its verdict. Only a Scan's checker visits; CheckBody's reads
+// the body in one run.
+func (c *checker) run() (bool, error) {
+	b := c.body
+	i, next := c.pos, c.next // what is read in the value at i
+	// resume says the checker stopped just after a value, which is where
+	// it goes on.
+	resume := c.resume
+	c.resume = false
 	var err error
 value:
 	for {
-		if i >= len(b) {
-			return c.syntaxError(i)
+		if !resume {
+			if i >= len(b) {
+				return false, c.syntaxError(i)
+			}
+			switch b[i] {
+			case '{':
+				if err = c.push(false, next, i); err != nil {
+					return false, err
+				}
+				if i = skipSpace(b, i+1); i < len(b) && b[i] == '}' {
+					i++
+					if c.close(i, true) {
+						return c.stop(i, next)
+					}
+					break
+				}
+				if i, next, err = c.key(i); err != nil {
+					return false, err
+				}
+				continue value
+			case '[':
+				if err = c.push(true, next, i); err != nil {
+					return false, err
+				}
+				if i = skipSpace(b, i+1); i < len(b) && b[i] == ']' {
+					i++
+					if c.close(i, true) {
+						return c.stop(i, next)
+					}
+					break
+				}
+				// The elements are read as the array is: next is unchanged.
+				continue value
+			case '"':
+				i, err = c.str(i + 1)
+			case 't':
+				i, err = c.literal(i, "true")
+			case 'f':
+				i, err = c.literal(i, "false")
+			case 'n':
+				i, err = c.literal(i, "null")
+			default:
+				i, err = c.number(i)
+			}
+			if err != nil {
+				return false, err
+			}
 		}
-		switch b[i] {
-		case '{':
-			if err = c.push(false, next); err != nil {
-				return err
-			}
-			if i = skipSpace(b, i+1); i < len(b) && b[i] == '}' {
-				c.pop()
-				i++
-				break
-			}
-			if i, next, err = c.key(i); err != nil {
-				return err
-			}
-			continue value
-		case '[':
-			if err = c.push(true, next); err != nil {
-				return err
-			}
-			if i = skipSpace(b, i+1); i < len(b) && b[i] == ']' {
-				c.pop()
-				i++
-				break
-			}
-			// The elements are read as the array is: next is unchanged.
-			continue value
-		case '"':
-			i, err = c.str(i + 1)
-		case 't':
-			i, err = c.literal(i, "true")
-		case 'f':
-			i, err = c.literal(i, "false")
-		case 'n':
-			i, err = c.literal(i, "null")
-		default:
-			i, err = c.number(i)
-		}
-		if err != nil {
-			return err
-		}
+		resume = false
 		// After a value: close what it ends, then move on to the next
 		// element or member.
 		for {
+			if c.depth == 0 {
+				i = skipSpace(b, i)
+				if i < len(b) {
+					return false, c.syntaxError(i)
+				}
+				if !c.object {
+					return false, ErrNotObject
+				}
+				return false, nil
+			}
+			top := c.top()
+			if top.member >= 0 {
+				c.memberEnds(top, i)
+			}
 			if c.capture.on && c.depth == 1 {
 				c.capture.valueEnds(i)
 			}
 			i = skipSpace(b, i)
-			if c.depth == 0 {
-				if i < len(b) {
-					return c.syntaxError(i)
-				}
-				if !object {
-					return ErrNotObject
-				}
-				return nil
-			}
 			if i >= len(b) {
-				return c.syntaxError(i)
+				return false, c.syntaxError(i)
 			}
-			top := c.top()
 			switch b[i] {
 			case ',':
 				i = skipSpace(b, i+1)
 				if !top.array {
 					if i, next, err = c.key(i); err != nil {
-						return err
+						return false, err
 					}
 					continue value
 				}
@@ -256,7 +330,7 @@ value:
 					// The next of many numbers, such as token ids,
 					// without the round trip through the value switch.
 					if i, err = c.number(i); err != nil {
-						return err
+						return false, err
 					}
 					continue
 				}
@@ -264,19 +338,28 @@ value:
 				continue value
 			case ']':
 				if !top.array {
-					return c.syntaxError(i)
+					return false, c.syntaxError(i)
 				}
 			case '}':
 				if top.array {
-					return c.syntaxError(i)
+					return false, c.syntaxError(i)
 				}
 			default:
-				return c.syntaxError(i)
+				return false, c.syntaxError(i)
 			}
-			c.pop()
 			i++
+			if c.close(i, false) {
+				return c.stop(i, next)
+			}
 		}
 	}
+}
+
+// stop notes where run stopped, just after a value at i, for the next run
+// to go on from.
+func (c *checker) stop(i int, next *Fields) (bool, error) {
+	c.pos, c.next, c.resume = i, next, true
+	return true, nil
 }
 
 // str reads the rest of a string, from i just after its opening quote,
@@ -287,6 +370,7 @@ value:
 func (c *checker) str(i int) (int, error) {
 	b := c.body
 	start := i
+	c.escaped = false
 	var high uint64 // the high bits of every byte seen
 	for {
 		var h uint64
@@ -302,6 +386,7 @@ func (c *checker) str(i int) (int, error) {
 			}
 			return i + 1, nil
 		case ch == '\\':
+			c.escaped = true
 			if i+1 < len(b) && simpleEscape[b[i+1]] {
 				i += 2
 				continue
@@ -363,7 +448,10 @@ var simpleEscape = [256]bool{'"': true, '\\': true, '/': true, 'b': true, 'f': t
 func stringStops(w uint64) uint64 {
 	q := w ^ (lsbs * '"')
 	s := w ^ (lsbs * '\\')
-	return (((q - lsbs) &^ q) | ((s - lsbs) &^ s) | ((w - lsbs*0x20) &^ w)) & msbs
+	// Each of the three tests is (x - lsbs*k) &^ x on its own x, but
+	// the x's share their high bits (the quote and the backslash have
+	// theirs clear), so one &^ w does for all three.
+	return ((q - lsbs) | (s - lsbs) | (w - lsbs*0x20)) &^ w & msbs
 }
 
 // Constants for looking at the eight bytes of a word at once.

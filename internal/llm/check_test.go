@@ -7,6 +7,7 @@ import (
 	"errors"
 	"hash/maphash"
 	"io"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"strings"
@@ -431,6 +432,45 @@ func TestFoldWord(t *testing.T) {
 			got := binary.LittleEndian.AppendUint64(nil, foldWord(binary.LittleEndian.Uint64(word)))
 			if string(got) != string(want) {
 				t.Fatalf("%q: got %q, want %q", word, got, want)
+			}
+		}
+	}
+}
+
+// TestStringStops: the lowest bit stringStops sets is at the first byte
+// of the word that is a quote, a backslash or a control character, for
+// every byte at every place among neighbours of every kind, and no bit
+// is set in a word without one.
+func TestStringStops(t *testing.T) {
+	isStop := func(ch byte) bool { return ch == '"' || ch == '\\' || ch < 0x20 }
+	for _, fill := range []byte{'a', ' ', '!', '#', '[', ']', 0x7f, 0x80, 0xa2, 0xdc, 0xff} {
+		for at := range 8 {
+			for v := range 256 {
+				var w [8]byte
+				for k := range w {
+					w[k] = fill
+				}
+				w[at] = byte(v)
+				// The next byte differs, so that a borrow from a stop
+				// meets every kind of neighbour.
+				if at < 7 {
+					w[at+1] = byte(v + 1)
+				}
+				want := 8
+				for k, ch := range w {
+					if isStop(ch) {
+						want = k
+						break
+					}
+				}
+				m := stringStops(binary.LittleEndian.Uint64(w[:]))
+				got := 8
+				if m != 0 {
+					got = bits.TrailingZeros64(m) >> 3
+				}
+				if got != want {
+					t.Fatalf("word % x: got first stop %d, want %d", w, got, want)
+				}
 			}
 		}
 	}

@@ -16,7 +16,7 @@ import (
 // enough, so that a caller can keep them on its stack.
 func CheckTop(body []byte, fields *Fields, out []gjson.Result, names ...string) ([]gjson.Result, error) {
 	if len(names) > maxTopNames {
-		if err := CheckBody(body, fields); err != nil {
+		if err := checkApart(body, fields); err != nil {
 			return nil, err
 		}
 		return TopFields(gjson.Parse(View(body)), out, names...), nil
@@ -26,8 +26,11 @@ func CheckTop(body []byte, fields *Fields, out []gjson.Result, names ...string) 
 	}
 	out = out[:len(names)]
 	clear(out)
-	c := checker{body: body}
-	c.capture = topCapture{on: true, current: -1}
+	// Set field by field: a composite literal would be built in a
+	// temporary and copied, doubling the frame.
+	var c checker
+	c.body = body
+	c.capture.on, c.capture.current = true, -1
 	c.capture.n = copy(c.capture.names[:], names)
 	if err := c.checkBody(fields); err != nil {
 		return nil, err
@@ -40,6 +43,13 @@ func CheckTop(body []byte, fields *Fields, out []gjson.Result, names ...string) 
 	}
 	return out, nil
 }
+
+// checkApart is CheckBody out of line: inlined into CheckTop, its
+// checker would take a second checker's room in CheckTop's frame, on
+// every request's stack.
+//
+//go:noinline
+func checkApart(body []byte, fields *Fields) error { return CheckBody(body, fields) }
 
 // maxTopNames is how many names CheckTop captures in the checker, which
 // stays on the stack.

@@ -39,7 +39,11 @@
 // top-level fields from that pass, and the formats walk what is inside
 // them with [ForEach], which trusts the checked syntax and skips strings
 // a word at a time: a body that can be megabytes is read in place
-// rather than unmarshalled, as gjson values.
+// rather than unmarshalled, as gjson values. A [Scan] goes further: it
+// stops in the check's pass after each object the format's Fields mark
+// as visited ([Fields.Visit]), a message say, and tells where its fields
+// are, so that the format counts a long conversation in the one pass
+// that checks it.
 //
 // A body once checked has each field once, under one name, so an edit is
 // unambiguous: [SetField] changes that one occurrence, under the name the

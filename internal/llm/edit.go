@@ -1,8 +1,10 @@
 package llm
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -22,7 +24,7 @@ import (
 // an error, which ParseRequest, refusing such a body, prevents. The rest
 // of the body is kept byte for byte, as [API.Inject] promises.
 func SetField(body []byte, fields *Fields, value any, path ...string) ([]byte, error) {
-	enc, err := json.Marshal(value)
+	enc, err := encodeValue(value)
 	if err != nil {
 		return nil, fmt.Errorf("editing request body: %w", err)
 	}
@@ -44,13 +46,26 @@ func SetField(body []byte, fields *Fields, value any, path ...string) ([]byte, e
 		}
 		f = fd.inner
 	}
+	if fields.declared(path[0]).absentFrom(body) {
+		// The member goes just before the body's closing brace, with
+		// the objects on its way, as the walk below would put it.
+		var member []byte
+		if first := skipSpace(body, off+1); first < len(body) && body[first] != '}' {
+			member = append(member, ',')
+		}
+		member = appendMember(member, fields, path, 0, enc)
+		brace := len(bytes.TrimRight(body, " \t\r\n")) - 1
+		return splice(body, brace, brace, member), nil
+	}
 	rank := 0 // the rank among its names of the name the parent has
 	for k := 0; ; k++ {
 		name := path[k]
 		fd := fields.declared(name)
 		var found gjson.Result
 		at, foundRank, members := -1, 0, false
-		obj.ForEach(func(key, v gjson.Result) bool {
+		// The body was checked: ForEach reads it without checking it
+		// again, a long prompt a word at a time.
+		ForEach(obj, func(key, v gjson.Result) bool {
 			members = true
 			if r := fd.nameIndex(key.Str); r >= 0 {
 				found, at, foundRank = v, off+v.Index, r
@@ -80,18 +95,61 @@ func SetField(body []byte, fields *Fields, value any, path ...string) ([]byte, e
 	}
 }
 
+// absentFrom reports, without reading body as JSON, that no key of it
+// is one of the field's names: none of the names, each a plain word, is
+// in its bytes, and it has no \u escape. A key spells a plain word only
+// with the word's own bytes or with \u escapes, the other escapes
+// standing for characters no plain word has. A body that names the
+// field anywhere, or has a \u escape anywhere, is not known to lack it.
+func (fd *field) absentFrom(body []byte) bool {
+	s := View(body)
+	if strings.IndexByte(s, '\\') >= 0 && strings.Contains(s, `\u`) {
+		return false
+	}
+	for _, n := range fd.names {
+		if !plainKey([]byte(n)) || strings.Contains(s, n) {
+			return false
+		}
+	}
+	return true
+}
+
 // appendMember appends "name":value for the field path[0] of fields,
 // value being the objects down path with enc at the end. Each name is
 // the one of the given rank, or the field's last one.
 func appendMember(out []byte, fields *Fields, path []string, rank int, enc []byte) []byte {
 	fd := fields.declared(path[0])
-	name, _ := json.Marshal(fd.names[min(rank, len(fd.names)-1)])
-	out = append(append(out, name...), ':')
+	out = appendName(out, fd.names[min(rank, len(fd.names)-1)])
+	out = append(out, ':')
 	if len(path) == 1 {
 		return append(out, enc...)
 	}
 	out = append(out, '{')
 	return append(appendMember(out, fd.inner, path[1:], rank, enc), '}')
+}
+
+// encodeValue encodes value as encoding/json does: the flags and counts
+// the formats set directly, anything else through encoding/json.
+func encodeValue(value any) ([]byte, error) {
+	switch v := value.(type) {
+	case bool:
+		return strconv.AppendBool(nil, v), nil
+	case int64:
+		return strconv.AppendInt(nil, v, 10), nil
+	case int:
+		return strconv.AppendInt(nil, int64(v), 10), nil
+	}
+	return json.Marshal(value)
+}
+
+// appendName appends the field name, quoted as encoding/json quotes it:
+// a plain word as it is, anything else through encoding/json.
+func appendName(out []byte, name string) []byte {
+	if plainKey([]byte(name)) {
+		return append(append(append(out, '"'), name...), '"')
+	}
+	enc, _ := json.Marshal(name)
+	return append(out, enc...)
 }
 
 // splice returns a new body: body with body[from:to] replaced by insert.

@@ -27,20 +27,45 @@ type Fields struct {
 	// check looks up every key of a body, and comparing a few strings
 	// is quicker than hashing one.
 	folds []foldedName
+	// visit is set by Visit.
+	visit bool
 }
 
 // foldedName is an entry of Fields.folds.
 type foldedName struct {
 	fold string
-	fd   *field
+	// packed is fold as packKey packs a short key, or longName.
+	packed uint64
+	fd     *field
 }
 
-// maxListed is how many names Fields.lookup compares one by one.
-const maxListed = 8
+// longName is the packed form of a name longer than eight bytes, which
+// no short key packs to: its bytes would have to be 0xff, which UTF-8
+// never has.
+const longName = ^uint64(0)
+
+// newFoldedName returns the entry of fold, a folded name, for field fd.
+func newFoldedName(fold string, fd *field) foldedName {
+	packed := longName
+	if len(fold) <= 8 {
+		var w [8]byte
+		copy(w[:], fold)
+		packed = packKey(w[:], len(fold))
+	}
+	return foldedName{fold: fold, packed: packed, fd: fd}
+}
+
+// maxListed is how many names Fields.lookup compares one by one, and
+// maxShortListed how many lookupShort does.
+const (
+	maxListed      = 8
+	maxShortListed = 32
+)
 
 // field is one field of a Fields.
 type field struct {
 	bit   uint64   // this field's bit in a checker level's seen set
+	slot  int      // the bit's index: the field's place among its Fields
 	names []string // the field's names, the declared one first
 	inner *Fields  // what is read inside the value, or nil
 }
@@ -86,7 +111,7 @@ func (f *Fields) Alias(name, alias string) *Fields {
 	}
 	fd.names = append(fd.names, alias)
 	f.byFold[key] = fd
-	f.folds = append(f.folds, foldedName{key, fd})
+	f.folds = append(f.folds, newFoldedName(key, fd))
 	return f
 }
 
@@ -98,10 +123,37 @@ func (f *Fields) add(name string, inner *Fields) {
 	if f.count == maxFields {
 		panic(fmt.Sprintf("llm.Fields: more than %d fields", maxFields))
 	}
-	fd := &field{bit: 1 << f.count, names: []string{name}, inner: inner}
+	if f.visit && f.count == maxVisited {
+		panic(fmt.Sprintf("llm.Fields: more than %d fields in visited Fields", maxVisited))
+	}
+	fd := &field{bit: 1 << f.count, slot: f.count, names: []string{name}, inner: inner}
 	f.byFold[key] = fd
-	f.folds = append(f.folds, foldedName{key, fd})
+	f.folds = append(f.folds, newFoldedName(key, fd))
 	f.count++
+}
+
+// Visit declares that a [Scan] stops after each object or array these
+// Fields describe, and notes where the fields of each such object are:
+// the wire format then reads them in the pass that checks them. Visited
+// Fields have at most 16 fields.
+func (f *Fields) Visit() *Fields {
+	if f.count > maxVisited {
+		panic(fmt.Sprintf("llm.Fields: more than %d fields in visited Fields", maxVisited))
+	}
+	f.visit = true
+	return f
+}
+
+// Slot returns the place of the field declared as name among f's fields,
+// by which [Scan.Member] finds it in a visited object. It panics when f
+// declares no such field: slots are looked up once, when a wire format
+// is initialised.
+func (f *Fields) Slot(name string) int {
+	fd := f.declared(name)
+	if fd == nil {
+		panic(fmt.Sprintf("llm.Fields: no field %q", name))
+	}
+	return fd.slot
 }
 
 // lookup returns the field whose names include one that folds to folded
@@ -121,13 +173,37 @@ func (f *Fields) lookup(folded []byte) *field {
 	return f.byFold[string(folded)]
 }
 
-// declared returns the field declared as name, or nil.
-func (f *Fields) declared(name string) *field {
-	fd := f.lookup(appendFold(nil, []byte(name)))
-	if fd == nil || fd.names[0] != name {
+// lookupShort is lookup for a key whose fold is eight bytes or fewer,
+// packed by packKey: one comparison of words for each name, which is
+// quicker than hashing the key among as many as maxShortListed.
+func (f *Fields) lookupShort(folded []byte, packed uint64) *field {
+	if f == nil {
 		return nil
 	}
-	return fd
+	if len(f.folds) <= maxShortListed {
+		for _, n := range f.folds {
+			if n.packed == packed {
+				return n.fd
+			}
+		}
+		return nil
+	}
+	return f.byFold[string(folded)]
+}
+
+// declared returns the field declared as name, or nil.
+func (f *Fields) declared(name string) *field {
+	if f == nil {
+		return nil
+	}
+	// By comparison, rather than folding name to look it up: an edit
+	// names the fields on its way for every request.
+	for _, n := range f.folds {
+		if n.fd.names[0] == name {
+			return n.fd
+		}
+	}
+	return nil
 }
 
 // is reports whether key is one of the field's names, exactly.

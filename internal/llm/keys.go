@@ -26,7 +26,7 @@ const smallObject = 16
 
 // keyEntry is a key of an open object in the shared list.
 type keyEntry struct {
-	hash uint64 // of the folded key
+	hash uint64 // of the folded key, as key makes it for the list
 	off  int    // of the key's opening quote
 }
 
@@ -54,19 +54,42 @@ func (c *checker) key(i int) (int, *Fields, error) {
 	if i >= len(b) || b[i] != '"' {
 		return i, nil, c.syntaxError(i)
 	}
-	// Room on the stack for a usual key.
-	var foldBuf, exactBuf [64]byte
-	exact, fold, end, err := c.readKey(i, exactBuf[:0], foldBuf[:0])
-	if err != nil {
-		return i, nil, err
+	var exact, fold []byte
+	var end int
+	var shortFold [8]byte
+	// A short key is packed into a word (see packKey), by which it is
+	// listed and looked up.
+	var short bool
+	var packed uint64
+	if n, ok := shortKey(b, i); ok {
+		// A key of plain ASCII that fits a word, the usual kind, is
+		// folded from the one load.
+		exact, end = b[i+1:i+1+n], i+2+n
+		w := foldWord(load64(View(b), i+1))
+		binary.LittleEndian.PutUint64(shortFold[:], w)
+		fold, short, packed = shortFold[:n], true, w&(^uint64(0)>>(64-8*n))^uint64(n)<<60
+	} else {
+		// Room on the stack for a longer key.
+		var foldBuf, exactBuf [64]byte
+		var err error
+		if exact, fold, end, err = c.readKey(i, exactBuf[:0], foldBuf[:0]); err != nil {
+			return i, nil, err
+		}
+		if short = len(fold) <= 8 && cap(fold) >= 8; short {
+			packed = packKey(fold[:8], len(fold))
+		}
 	}
 	top := c.top()
-	h := maphash.Bytes(c.seed, fold)
 	if top.table != nil {
-		if earlier := c.tableAdd(top, h, fold, i); earlier >= 0 {
+		if earlier := c.tableAdd(top, maphash.Bytes(c.seed, fold), fold, i); earlier >= 0 {
 			return i, nil, c.duplicateError(earlier, exact)
 		}
 	} else {
+		// The hash by which the list of a small object holds the key.
+		h := packed
+		if !short {
+			h = maphash.Bytes(c.seed, fold)
+		}
 		if earlier := c.findListed(top, h, fold); earlier >= 0 {
 			return i, nil, c.duplicateError(earlier, exact)
 		}
@@ -77,7 +100,13 @@ func (c *checker) key(i int) (int, *Fields, error) {
 	}
 	top.lastKey = i
 	var inner *Fields
-	if fd := top.fields.lookup(fold); fd != nil {
+	var fd *field
+	if short {
+		fd = top.fields.lookupShort(fold, packed)
+	} else {
+		fd = top.fields.lookup(fold)
+	}
+	if fd != nil {
 		if !fd.is(exact) {
 			return i, nil, c.caseError(fd, exact, fold)
 		}
@@ -92,10 +121,28 @@ func (c *checker) key(i int) (int, *Fields, error) {
 		return j, nil, c.syntaxError(j)
 	}
 	j = skipSpace(b, j+1)
+	if fd != nil && top.frame >= 0 {
+		c.memberStarts(top, fd, j)
+	}
 	if c.capture.on && c.depth == 1 {
 		c.capture.valueStarts(exact, j)
 	}
 	return j, inner, nil
+}
+
+// shortKey reports whether the key whose opening quote is b[i] is plain
+// ASCII (no escape, no control character) of at most eight bytes, and
+// its length.
+func shortKey(b []byte, i int) (int, bool) {
+	if i+10 > len(b) {
+		return 0, false
+	}
+	w := load64(View(b), i+1)
+	if m := stringStops(w) | w&msbs; m != 0 {
+		n := bits.TrailingZeros64(m) >> 3
+		return n, b[i+1+n] == '"'
+	}
+	return 8, b[i+9] == '"'
 }
 
 // readKey reads the key whose opening quote is at i and returns it
@@ -152,6 +199,20 @@ func foldWord(w uint64) uint64 {
 	return w - lower>>2                  // 0x80>>2 is 'a'-'A'
 }
 
+// A small object's list holds a key of eight bytes or fewer, the usual
+// kind, by the key itself (packKey): that is quicker than hashing it,
+// and tells keys of one length apart exactly. A longer key is hashed
+// with the seed. A table, which a body with many keys could otherwise
+// fill with keys whose hashes it chose, hashes every key with the seed
+// (see moveToTable).
+
+// packKey returns the first n bytes of w (n at most eight), and n, in a
+// word: a short key's hash in a list, and its identity among the keys
+// of its length.
+func packKey(w []byte, n int) uint64 {
+	return binary.LittleEndian.Uint64(w)&(^uint64(0)>>(64-8*n)) ^ uint64(n)<<60
+}
+
 // findListed returns the offset of the key of the object top, in the
 // shared list, that folds to fold (whose hash is h), or -1.
 func (c *checker) findListed(top *level, h uint64, fold []byte) int {
@@ -177,8 +238,10 @@ func (c *checker) moveToTable(top *level) {
 	}
 	top.table = top.table[:cap(top.table)]
 	for k := top.keys; k < c.nkeys; k++ {
+		// The list's hash of a short key is the key: the table hashes it
+		// with the seed.
 		e := c.keyAt(k)
-		tableInsert(top.table, tag(e.hash), e.off)
+		tableInsert(top.table, tag(maphash.Bytes(c.seed, c.foldedKey(e.off))), e.off)
 	}
 	top.count = c.nkeys - top.keys
 	c.nkeys = top.keys

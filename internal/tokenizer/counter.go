@@ -3,8 +3,9 @@ package tokenizer
 // Counter counts tokens per model as its Config says. It is immutable and
 // safe for concurrent use.
 type Counter struct {
-	cfg      Config
-	profiles map[string]*profile
+	cfg Config
+	// The profiles, by name (see ForModel).
+	o200k, cl100k, generic *profile
 }
 
 // Default returns the Counter of the zero Config: the calibrated
@@ -34,7 +35,7 @@ func New(cfg Config) (*Counter, error) {
 		return nil, err
 	}
 	cfg.PerModel = append([]Rule(nil), cfg.PerModel...)
-	return &Counter{cfg: cfg, profiles: ps}, nil
+	return &Counter{cfg: cfg, o200k: ps[profileO200k], cl100k: ps[profileCl100k], generic: ps[profileGeneric]}, nil
 }
 
 // Method says how a model's text is counted, for reports such as
@@ -103,7 +104,16 @@ func (c *Counter) CountTokens(model, text string) int64 {
 // part of the cost of counting short ones.
 func (c *Counter) ForModel(model string) ModelCounter {
 	m := c.Method(model)
-	return ModelCounter{c: c, profile: c.profiles[m.Profile], encoding: m.Encoding, scale: m.Scale}
+	// A switch over the three names, rather than a map, which would
+	// hash the name for every request.
+	p := c.generic
+	switch m.Profile {
+	case profileO200k:
+		p = c.o200k
+	case profileCl100k:
+		p = c.cl100k
+	}
+	return ModelCounter{c: c, profile: p, encoding: m.Encoding, scale: m.Scale}
 }
 
 // ModelCounter counts the text of one model, as [Counter.CountTokens]

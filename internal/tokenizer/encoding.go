@@ -48,8 +48,12 @@ func EncodingForModel(model string) string {
 		m = m[i+1:]
 	}
 	m = strings.TrimPrefix(m, "ft:")
+	if m == "" {
+		return ""
+	}
 	for _, p := range modelPrefixes {
-		if strings.HasPrefix(m, p.prefix) && boundary(m, len(p.prefix)) {
+		// The first byte rules out most prefixes without a call.
+		if m[0] == p.prefix[0] && strings.HasPrefix(m, p.prefix) && boundary(m, len(p.prefix)) {
 			return p.encoding
 		}
 	}

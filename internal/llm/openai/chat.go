@@ -52,15 +52,36 @@ func (Chat) Name() string { return "openai.chat" }
 // max_completion_tokens and max_tokens when both are given: OpenAI reads
 // the first, servers that know only max_tokens read the second, and the
 // reservation must cover whichever the upstream reads.
+//
+// The server's parse, which does not explain itself, counts the messages
+// in the pass that checks the body (see scanChat); a parse that explains
+// walks them once the body is checked (walkChat), naming each part.
+// FuzzChatScan holds the two to one estimate and one verdict.
 func (Chat) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
+	if opts.Explain != nil {
+		return walkChat(body, opts)
+	}
+	return scanChat(body, opts)
+}
+
+// chatNames are the top-level fields Chat reads: the model, the stream
+// flag, then chatTop.
+var chatNames = [...]string{"model", "stream", "messages", "tools", "functions",
+	"max_completion_tokens", "max_tokens", "n", "stream_options", "reasoning_effort", "service_tier"}
+
+// chatTop are the top-level fields Chat reads after the model and the
+// stream flag.
+var chatTop = chatNames[2:]
+
+// walkChat parses a chat request by checking the body, then walking its
+// messages.
+func walkChat(body []byte, opts llm.ParseOptions) (llm.Request, error) {
 	var out [maxFields]gjson.Result
-	f, req, err := parseBody(body, chatFields, opts, &out, "messages", "tools", "functions",
-		"max_completion_tokens", "max_tokens", "n", "stream_options", "reasoning_effort", "service_tier")
+	f, req, err := parseBody(body, chatFields, opts, &out, chatTop...)
 	if err != nil {
 		return req, err
 	}
-	msgs, tools, fns := f[0], f[1], f[2]
-	maxCompletion, maxTokens, n, streamOpts, effort := f[3], f[4], f[5], f[6], f[7]
+	msgs := f[0]
 	if req.ServiceTier, err = llm.OptionalString(f[8], "service_tier"); err != nil {
 		return req, err
 	}
@@ -74,7 +95,7 @@ func (Chat) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Requ
 	var bad error
 	llm.ForEach(msgs, func(i, m gjson.Result) bool {
 		if !m.IsObject() {
-			bad = errors.New("each message must be an object")
+			bad = errNotObjectMessage
 			return false
 		}
 		outer := t.Enter("messages", int(i.Num), m)
@@ -99,6 +120,18 @@ func (Chat) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Requ
 	if bad != nil {
 		return req, bad
 	}
+	return finishChat(req, f, tc, &t, opts)
+}
+
+// errNotObjectMessage refuses a message that is not an object.
+var errNotObjectMessage = errors.New("each message must be an object")
+
+// finishChat reads what follows the messages: the tools, which it counts,
+// the output caps and the options.
+func finishChat(req llm.Request, f []gjson.Result, tc *textCounter, t *llm.Tally, opts llm.ParseOptions) (llm.Request, error) {
+	tools, fns := f[1], f[2]
+	maxCompletion, maxTokens, n, streamOpts, effort := f[3], f[4], f[5], f[6], f[7]
+	count := tc.count
 	t.Overhead(replyPriming)
 	// Tool schemas are rendered into the prompt; their JSON is a fair,
 	// slightly high, stand-in for OpenAI's hidden formatting.

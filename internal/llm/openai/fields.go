@@ -9,15 +9,29 @@ import "github.com/tokenwarden/tokenwarden/internal/llm"
 // streamOptionsFields are the fields of stream_options.
 var streamOptionsFields = llm.NewFields().Read("include_usage")
 
+// chatContentFields are the fields of a chat message's content parts. A
+// Scan visits them, and the content arrays (see scanChat).
+var chatContentFields = llm.NewFields().
+	Read("type", "text").
+	Nest("image_url", chatImageFields).
+	Visit()
+
+// chatImageFields are the fields of an image_url part's image_url. A
+// Scan visits it.
+var chatImageFields = llm.NewFields().Read("url", "detail").Visit()
+
+// chatMessageFields are the fields of a chat message. A Scan visits each
+// message, and the messages array.
+var chatMessageFields = llm.NewFields().
+	Read("role", "name", "tool_calls", "function_call", "refusal", "audio").
+	Nest("content", chatContentFields).
+	Visit()
+
 // chatFields are the fields Chat reads.
 var chatFields = llm.NewFields().
 	Read("model", "stream", "n", "max_tokens", "max_completion_tokens", "tools", "functions", "reasoning_effort", "service_tier").
 	Nest("stream_options", streamOptionsFields).
-	Nest("messages", llm.NewFields().
-		Read("role", "name", "tool_calls", "function_call", "refusal", "audio").
-		Nest("content", llm.NewFields().
-			Read("type", "text").
-			Nest("image_url", llm.NewFields().Read("url", "detail"))))
+	Nest("messages", chatMessageFields)
 
 // completionsFields are the fields Completions reads.
 var completionsFields = llm.NewFields().

@@ -21,17 +21,26 @@ func parseBody(body []byte, fields *llm.Fields, opts llm.ParseOptions, out *[max
 	if f, err = llm.CheckTop(body, fields, out[:0], append(append(all[:0], "model", "stream"), names...)...); err != nil {
 		return nil, req, err
 	}
-	req.Model = opts.Model
-	if req.Model == "" {
-		if req.Model, err = llm.RequiredString(f[0], "model"); err != nil {
-			return nil, req, err
-		}
-	}
-	if req.Stream, err = llm.OptionalBool(f[1], "stream"); err != nil {
+	if req, err = topRequest(f[0], f[1], opts); err != nil {
 		return nil, req, err
 	}
-	req.Choices = 1
 	return f[2:], req, nil
+}
+
+// topRequest reads the fields every OpenAI endpoint has, the model (unless
+// opts name it) and the stream flag, into a new Request.
+func topRequest(model, stream gjson.Result, opts llm.ParseOptions) (req llm.Request, err error) {
+	req.Model = opts.Model
+	if req.Model == "" {
+		if req.Model, err = llm.RequiredString(model, "model"); err != nil {
+			return req, err
+		}
+	}
+	if req.Stream, err = llm.OptionalBool(stream, "stream"); err != nil {
+		return req, err
+	}
+	req.Choices = 1
+	return req, nil
 }
 
 // streamUsage reads stream_options: whether it asks for usage. It must be
