@@ -63,6 +63,7 @@ var textDeltaAttacks = []struct {
 	{name: "a delta with a raw control byte", fast: true, texts: []string{"a\x01b"}, event: deltaHead + "\"delta\":\"a\x01b\"}"},
 	{name: "a delta with invalid UTF-8", fast: true, texts: []string{"a\xffb"}, event: deltaHead + "\"delta\":\"a\xffb\"}"},
 	{name: "trailing CRLF", fast: false, texts: []string{"a"}, event: deltaHead + "\"delta\":\"a\"}\r\n"},
+	{name: "an error object after", fast: false, errored: true, event: deltaHead + `"delta":"a"}{"type":"error"}`},
 	{name: "a byte order mark", fast: false, event: "\xef\xbb\xbf" + deltaHead + `"delta":"a"}`},
 }
 
