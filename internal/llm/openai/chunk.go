@@ -44,8 +44,13 @@ func (r *StreamReader) scanChunk(data []byte) bool {
 			return false
 		}
 	}
+	usage, readable := c.u.usage()
+	if !readable {
+		// Left to scanEvent, and gjson, which mark the usage unreadable.
+		return false
+	}
 	if c.u.ok {
-		r.usage, r.hasUsage = c.u.usage(), true
+		r.usage, r.hasUsage = usage, true
 	}
 	for _, t := range c.texts[:c.n] {
 		r.countValue(t)
