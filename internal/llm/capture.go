@@ -71,25 +71,11 @@ func (c *Capture) Get(key string) gjson.Result {
 }
 
 // GetOnce is Get, and reports false when the body holds the top-level
-// field more than once: clients read a repeated field differently (the
-// Go SDKs the first, JSON.parse and Python the last). Of an oversized
-// body only the tail is kept, in which Get finds the last.
+// field more than once (see UniqueMember). Of an oversized body only the
+// tail is kept, in which Get finds the last.
 func (c *Capture) GetOnce(key string) (gjson.Result, bool) {
 	if c.overflow {
 		return c.Get(key), true
 	}
-	var found gjson.Result
-	once := true
-	gjson.Parse(View(c.buf)).ForEach(func(k, v gjson.Result) bool {
-		if k.Str != key {
-			return true
-		}
-		if found.Exists() {
-			once = false
-			return false
-		}
-		found = v
-		return true
-	})
-	return found, once
+	return UniqueMember(gjson.Parse(View(c.buf)), key)
 }

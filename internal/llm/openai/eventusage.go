@@ -1,8 +1,6 @@
 package openai
 
 import (
-	"github.com/tidwall/gjson"
-
 	"github.com/tokenwarden/tokenwarden/internal/llm"
 )
 
@@ -27,29 +25,7 @@ func (k *eventUsageKeys) add(key eventKey) bool {
 	return true
 }
 
-// uniqueMember is v's member name, and reports false if v holds it more
-// than once. A v that is not an object has none.
-func uniqueMember(v gjson.Result, name string) (gjson.Result, bool) {
-	var found gjson.Result
-	ok := true
-	if !v.IsObject() {
-		return found, ok
-	}
-	v.ForEach(func(k, m gjson.Result) bool {
-		if k.Str != name {
-			return true
-		}
-		if found.Exists() {
-			ok = false
-			return false
-		}
-		found = m
-		return true
-	})
-	return found, ok
-}
-
-// uniqueMemberRaw is uniqueMember on a well-formed raw value.
+// uniqueMemberRaw is llm.UniqueMember on a well-formed raw value.
 func uniqueMemberRaw(v []byte, name string) ([]byte, bool) {
 	if len(v) == 0 || v[0] != '{' {
 		return nil, true

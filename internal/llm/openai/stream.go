@@ -372,7 +372,7 @@ func (r *StreamReader) topLevel(k, v gjson.Result) bool {
 		}
 		r.applyUsage(v)
 	case "response", "x_groq":
-		u, ok := uniqueMember(v, "usage")
+		u, ok := llm.UniqueMember(v, "usage")
 		if !ok || !r.usageKeys.add(keyNestedUsage) {
 			r.unreadable = true
 		}
