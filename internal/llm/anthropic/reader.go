@@ -44,8 +44,8 @@ type StreamReader struct {
 	// unreadable: an event's usage could not be read unambiguously (see
 	// UsageFields.Apply): the stream reports none, for good.
 	unreadable bool
-	errored  bool
-	observed int64
+	errored    bool
+	observed   int64
 	// buf holds the current event's escaped text, decoded.
 	buf []byte
 }
