@@ -27,7 +27,10 @@ const maxKey = len("usage_metadata")
 // inside the top-level array) to OnUsage, the contents of every "text" string
 // to OnText in pieces (escapes lose their backslash and are not otherwise
 // decoded) followed by OnTextEnd,
-// and reports "finishReason" keys to OnFinish.
+// and reports "finishReason" keys to OnFinish. A response with more than
+// one usageMetadata member (under either name) is reported to
+// OnRepeatedUsage, at the second: clients read such a response
+// differently.
 // Malformed input cannot make it fail or grow; it just stops finding
 // things.
 type Scanner struct {
@@ -35,6 +38,9 @@ type Scanner struct {
 	OnText    func(piece []byte)
 	OnTextEnd func()
 	OnFinish  func()
+	// OnRepeatedUsage, if set, is called at a top-level response's second
+	// usageMetadata member.
+	OnRepeatedUsage func()
 
 	depth  int
 	arrays uint64 // bit d-1 set: the container at depth d (≤ 64) is an array
@@ -53,6 +59,8 @@ type Scanner struct {
 	capDepth int // > 0: capturing the object opened at this depth
 	capBuf   []byte
 	capOver  bool
+
+	usageSeen bool // the current response has shown a usageMetadata member
 }
 
 func (s *Scanner) isArray(d int) bool {
@@ -103,6 +111,12 @@ func (s *Scanner) Write(p []byte) {
 			if s.colonKey == keyFinish && s.OnFinish != nil {
 				s.OnFinish()
 			}
+			if s.colonKey == keyUsage && s.responseLevel() {
+				if s.usageSeen && s.OnRepeatedUsage != nil {
+					s.OnRepeatedUsage()
+				}
+				s.usageSeen = true
+			}
 		case ',':
 			s.expectKey = !s.isArray(s.depth)
 			s.colonKey, s.lastKey = keyOther, keyOther
@@ -112,6 +126,9 @@ func (s *Scanner) Write(p []byte) {
 				s.capBuf = append(s.capBuf[:0], '{')
 			}
 			s.push(false)
+			if s.responseLevel() {
+				s.usageSeen = false // a new response
+			}
 			s.expectKey, s.colonKey, s.lastKey = true, keyOther, keyOther
 		case '[':
 			s.push(true)

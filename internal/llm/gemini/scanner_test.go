@@ -116,3 +116,28 @@ func FuzzScanner(f *testing.F) {
 		}
 	})
 }
+
+// TestScannerRepeatedUsage: a response with two usageMetadata members
+// is reported at the second; an array of responses, one each, is not.
+func TestScannerRepeatedUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		want       int
+	}{
+		{"one response", `{"usageMetadata":{"promptTokenCount":1}}`, 0},
+		{"a stream of responses", `[{"usageMetadata":{"promptTokenCount":1}},{"usageMetadata":{"promptTokenCount":2}}]`, 0},
+		{"usage nested deeper", `{"usageMetadata":{"promptTokenCount":1},"candidates":[{"usageMetadata":{}}]}`, 0},
+		{"usage twice", `{"usageMetadata":{"promptTokenCount":1},"usageMetadata":{"promptTokenCount":0}}`, 1},
+		{"usage under both names", `{"usageMetadata":{"promptTokenCount":1},"usage_metadata":null}`, 1},
+		{"usage twice in the second response", `[{"usageMetadata":{}},{"usageMetadata":{},"x":1,"usageMetadata":{}}]`, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := 0
+			s := Scanner{OnRepeatedUsage: func() { got++ }}
+			s.Write([]byte(tc.body))
+			if got != tc.want {
+				t.Errorf("got %d reports, want %d", got, tc.want)
+			}
+		})
+	}
+}

@@ -21,41 +21,70 @@ type Metadata struct {
 	ImageCandidates int64
 }
 
-// ParseMetadata reads a usageMetadata object. Zero fields are often
-// omitted, so any object is a valid snapshot. Both the JSON names Google
-// sends (camelCase) and the proto names (snake_case) are accepted.
+// ParseMetadata reads a usageMetadata object, and reports false for
+// none, or for one that cannot be read unambiguously (see ReadMetadata).
 func ParseMetadata(u gjson.Result) (Metadata, bool) {
-	var m Metadata
+	m, present, readable := ReadMetadata(u)
+	return m, present && readable
+}
+
+// ReadMetadata reads a usageMetadata object. Zero fields are often
+// omitted, so any object is a valid snapshot (present). Both the JSON
+// names Google sends (camelCase) and the proto names (snake_case) are
+// accepted. readable: u is well-formed JSON, each count it reads a
+// non-negative JSON integer (see llm.ReadCount), each details list a
+// list (or null) of objects, and no count or list there twice, under one
+// name or both of its names: clients read a repeated member differently,
+// so such a snapshot must not settle a request.
+func ReadMetadata(u gjson.Result) (m Metadata, present, readable bool) {
 	if !u.IsObject() {
-		return m, false
+		return m, false, true
 	}
+	if !llm.WellFormedObject(llm.BytesView(u.Raw)) {
+		return Metadata{}, false, false
+	}
+	readable = true
+	var seen [7]bool
 	u.ForEach(func(k, v gjson.Result) bool {
 		var dst *int64
+		var slot int
 		switch k.Str {
 		case "promptTokenCount", "prompt_token_count":
-			dst = &m.Prompt
+			dst, slot = &m.Prompt, 0
 		case "cachedContentTokenCount", "cached_content_token_count":
-			dst = &m.Cached
+			dst, slot = &m.Cached, 1
 		case "candidatesTokenCount", "candidates_token_count":
-			dst = &m.Candidates
+			dst, slot = &m.Candidates, 2
 		case "thoughtsTokenCount", "thoughts_token_count":
-			dst = &m.Thoughts
+			dst, slot = &m.Thoughts, 3
 		case "toolUsePromptTokenCount", "tool_use_prompt_token_count":
-			dst = &m.ToolPrompt
+			dst, slot = &m.ToolPrompt, 4
 		case "promptTokensDetails", "prompt_tokens_details":
-			m.AudioPrompt = modalityCount(v, "AUDIO")
-			return true
+			slot = 5
 		case "candidatesTokensDetails", "candidates_tokens_details":
-			m.AudioCandidates = modalityCount(v, "AUDIO")
-			m.ImageCandidates = modalityCount(v, "IMAGE")
-			return true
+			slot = 6
 		default:
 			return true
 		}
-		*dst = llm.TokenCount(v)
-		return true
+		if seen[slot] {
+			readable = false
+			return false
+		}
+		seen[slot] = true
+		switch slot {
+		case 5:
+			m.AudioPrompt, _, readable = modalityCounts(v, "AUDIO", "")
+		case 6:
+			m.AudioCandidates, m.ImageCandidates, readable = modalityCounts(v, "AUDIO", "IMAGE")
+		default:
+			*dst, readable = llm.ReadCount(v)
+		}
+		return readable
 	})
-	return m, true
+	if !readable {
+		return Metadata{}, true, false
+	}
+	return m, true, true
 }
 
 // Usage maps a snapshot onto accounting.Usage.
@@ -73,20 +102,47 @@ func (m Metadata) Usage() accounting.Usage {
 	}.Clamp()
 }
 
-// modalityCount sums the token counts of one modality in a list of
-// ModalityTokenCount objects ({"modality": "AUDIO", "tokenCount": 120}),
-// saturating at accounting.MaxTokens.
-func modalityCount(list gjson.Result, modality string) int64 {
-	var n int64
+// modalityCounts sums the token counts of modalities a and b (b may be
+// empty) in a list of ModalityTokenCount objects ({"modality": "AUDIO",
+// "tokenCount": 120}), each saturating at accounting.MaxTokens, and
+// reports whether the list could be read: null or a list of objects
+// whose count, if any, is under one name, once, and readable.
+func modalityCounts(list gjson.Result, a, b string) (na, nb int64, ok bool) {
+	if list.Type == gjson.Null {
+		return 0, 0, true
+	}
+	if !list.IsArray() {
+		return 0, 0, false
+	}
+	ok = true
 	list.ForEach(func(_, e gjson.Result) bool {
-		if e.Get("modality").Str == modality {
-			c := e.Get("tokenCount")
-			if !c.Exists() {
-				c = e.Get("token_count")
+		if !e.IsObject() {
+			ok = false
+			return false
+		}
+		var n int64
+		counts := 0
+		e.ForEach(func(k, v gjson.Result) bool {
+			if k.Str == "tokenCount" || k.Str == "token_count" {
+				counts++
+				n, ok = llm.ReadCount(v)
 			}
-			n = accounting.ClampTokens(n + llm.TokenCount(c))
+			return ok && counts < 2
+		})
+		if !ok || counts > 1 {
+			ok = false
+			return false
+		}
+		switch e.Get("modality").Str {
+		case a:
+			na = accounting.ClampTokens(na + n)
+		case b:
+			nb = accounting.ClampTokens(nb + n)
 		}
 		return true
 	})
-	return n
+	if !ok {
+		return 0, 0, false
+	}
+	return na, nb, true
 }
