@@ -192,7 +192,8 @@ const maxKeptBuf = 16 << 10
 // NewStreamReader returns a reader that takes usage from any event with a
 // non-null usage object (the last one wins, which is right both for
 // OpenAI's single usage chunk and for vLLM's cumulative usage on every
-// chunk), and counts the text that text extracts as observed output.
+// chunk), unless one is unreadable (see readUsage), and counts the text
+// that text extracts as observed output.
 func NewStreamReader(model string, opts llm.ReaderOptions, text DeltaText) *StreamReader {
 	r := &StreamReader{
 		model:   model,

@@ -3,7 +3,10 @@ package openai
 import (
 	"testing"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/internal/llm"
 	"github.com/tokenwarden/tokenwarden/internal/llm/llmtest"
 )
 
@@ -62,4 +65,35 @@ func TestAudioUsage(t *testing.T) {
 		cases[i].Body = "data: " + cases[i].Body + "\n\ndata: [DONE]\n\n"
 	}
 	llmtest.CheckUsage(t, Chat{}, "text/event-stream", cases)
+}
+
+// FuzzUsageRaw holds readUsageRaw, the fast paths' reading of a usage
+// object, to readUsage, gjson's, on every well-formed object: the same
+// usage, present and readable alike.
+func FuzzUsageRaw(f *testing.F) {
+	for _, s := range []string{
+		`{"prompt_tokens":5,"completion_tokens":3}`,
+		`{"prompt_tokens":5,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":2,"audio_tokens":1}}`,
+		`{"input_tokens":5,"output_tokens":2,"output_tokens_details":{"audio_tokens":1,"reasoning_tokens":1}}`,
+		`{"prompt_tokens":5,"prompt_tokens":0}`,
+		`{"prompt_tokens":5,"input_tokens":0}`,
+		`{"prompt_tokens":"5","completion_tokens":true}`,
+		`{"prompt_tokens":1e3,"completion_tokens":1.5}`,
+		`{"prompt_tokens":5,"prompt_tokens_details":null,"completion_tokens_details":[]}`,
+		`{"prompt_tokens_details":{"cached_tokens":1,"cached_tokens":2}}`,
+		`{"completion_tokens_details":{"cached_tokens":"x"},"completion_tokens":-0}`,
+		`{"total_tokens":5}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, u []byte) {
+		if !llm.WellFormedObject(u) {
+			return
+		}
+		gu, gp, gr := readUsage(gjson.Parse(llm.View(u)))
+		ru, rp, rr := readUsageRaw(u)
+		if gr != rr || gr && (gu != ru || gp != rp) {
+			t.Fatalf("%q: readUsage got %+v present %v readable %v, readUsageRaw %+v %v %v", u, gu, gp, gr, ru, rp, rr)
+		}
+	})
 }
