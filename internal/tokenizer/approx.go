@@ -19,7 +19,8 @@ const (
 // (No byte's sum carries into the next: 0x7f + 0x7f < 0x100.)
 func nonzero(x uint64) uint64 { return ((x & low7s) + low7s) | x }
 
-// above20 is nonzero for the bytes of x above 0x20 (' '). Setting each
+// above20 returns a word whose bytes have their high bit set where x's
+// bytes are above 0x20 (' '); its other bits are noise. Setting each
 // byte's high bit first keeps the subtraction from borrowing across
 // bytes.
 func above20(x uint64) uint64 { return ((x | highs) - x21s) | x }
