@@ -47,9 +47,9 @@ func wireResponseHeaders(m *headerMutation, md map[string]any) []byte {
 		for k, v := range md {
 			switch v := v.(type) {
 			case string:
-				d.str(k, v)
+				d.str(metaKey(k), v)
 			case float64:
-				d.num(k, v)
+				d.num(metaKey(k), v)
 			}
 		}
 		w = d.wire()
