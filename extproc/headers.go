@@ -39,14 +39,30 @@ var providerHeaderPrefixes = []string{"x-ratelimit-", "anthropic-ratelimit-", "a
 // removed too. Header keys arrive lower-case.
 func providerRateLimitHeaders(h *extprocv3.HttpHeaders, names []string) []string {
 	for _, hv := range h.GetHeaders().GetHeaders() {
-		for _, p := range providerHeaderPrefixes {
-			if strings.HasPrefix(hv.Key, p) {
-				names = append(names, hv.Key)
-				break
-			}
+		if isProviderRateLimitHeader(hv.Key) {
+			names = append(names, hv.Key)
 		}
 	}
 	return names
+}
+
+// isProviderRateLimitHeader reports whether name starts with one of
+// providerHeaderPrefixes. It runs for every response header: the first
+// byte rules out most names before any prefix is compared
+// (FuzzProviderRateLimitHeader holds it to the list).
+func isProviderRateLimitHeader(name string) bool {
+	if name == "" {
+		return false
+	}
+	switch name[0] {
+	case 'x':
+		return strings.HasPrefix(name, "x-ratelimit-")
+	case 'a':
+		return strings.HasPrefix(name, "anthropic-ratelimit-") || strings.HasPrefix(name, "anthropic-priority-")
+	case 'r':
+		return strings.HasPrefix(name, "ratelimit")
+	}
+	return false
 }
 
 // formatReset renders a reset time the way OpenAI does: a Go duration,
