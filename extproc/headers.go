@@ -1,7 +1,6 @@
 package extproc
 
 import (
-	"strconv"
 	"strings"
 	"time"
 
@@ -91,7 +90,7 @@ func appendDuration(dst []byte, d time.Duration) []byte {
 		// Below a second: one unit, with a fraction.
 		switch {
 		case u < uint64(time.Microsecond):
-			return append(strconv.AppendUint(dst, u, 10), "ns"...)
+			return append(appendDecimal(dst, u), "ns"...)
 		case u < uint64(time.Millisecond):
 			return append(appendFraction(dst, u, 3), "µs"...)
 		}
@@ -100,10 +99,10 @@ func appendDuration(dst []byte, d time.Duration) []byte {
 	// Hours, minutes and seconds, with a fraction of a second.
 	secs := u / uint64(time.Second)
 	if h := secs / 3600; h > 0 {
-		dst = append(strconv.AppendUint(dst, h, 10), 'h')
+		dst = append(appendDecimal(dst, h), 'h')
 	}
 	if secs >= 60 {
-		dst = append(strconv.AppendUint(dst, secs/60%60, 10), 'm')
+		dst = append(appendDecimal(dst, secs/60%60), 'm')
 	}
 	return append(appendFraction(dst, u%uint64(time.Hour*1)%uint64(time.Minute), 9), 's')
 }
@@ -115,7 +114,7 @@ func appendFraction(dst []byte, v uint64, prec int) []byte {
 	for range prec {
 		pow *= 10
 	}
-	dst = strconv.AppendUint(dst, v/pow, 10)
+	dst = appendDecimal(dst, v/pow)
 	frac := v % pow
 	if frac == 0 {
 		return dst
