@@ -60,6 +60,7 @@ func scanChat(body []byte, opts llm.ParseOptions) (llm.Request, error) {
 		v.ready(opts, req.Model)
 	}
 	v.flush()
+	req.Shape = s.Shape()
 	return finishChat(req, f[:], &v.tc, &v.t, opts)
 }
 
