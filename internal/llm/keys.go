@@ -61,13 +61,18 @@ func (c *checker) key(i int) (int, *Fields, error) {
 	// listed and looked up.
 	var short bool
 	var packed uint64
+	// rawPacked is the key itself packed, for a plain short key, which
+	// is then compared with a field's name as one word; longName else.
+	rawPacked := longName
 	if n, ok := shortKey(b, i); ok {
 		// A key of plain ASCII that fits a word, the usual kind, is
 		// folded from the one load.
 		exact, end = b[i+1:i+1+n], i+2+n
-		w := foldWord(load64(View(b), i+1))
+		raw := load64(View(b), i+1)
+		w := foldWord(raw)
 		binary.LittleEndian.PutUint64(shortFold[:], w)
-		fold, short, packed = shortFold[:n], true, w&(^uint64(0)>>(64-8*n))^uint64(n)<<60
+		mask, length := ^uint64(0)>>(64-8*n), uint64(n)<<60
+		fold, short, packed, rawPacked = shortFold[:n], true, w&mask^length, raw&mask^length
 	} else {
 		// Room on the stack for a longer key.
 		var foldBuf, exactBuf [64]byte
@@ -101,13 +106,20 @@ func (c *checker) key(i int) (int, *Fields, error) {
 	top.lastKey = i
 	var inner *Fields
 	var fd *field
+	nameExact := longName // the field's name the key folds to, packed
 	if short {
-		fd = top.fields.lookupShort(fold, packed)
+		// lookupShort, its probe inlined.
+		var ok bool
+		if fd, nameExact, ok = top.fields.probe(packed); !ok {
+			fd, nameExact = top.fields.lookupListed(fold, packed)
+		}
 	} else {
 		fd = top.fields.lookup(fold)
 	}
 	if fd != nil {
-		if !fd.is(exact) {
+		// A plain short key packed as the name is the name; longName,
+		// which no short key packs to, leaves it to is.
+		if (rawPacked != nameExact || rawPacked == longName) && !fd.is(exact) {
 			return i, nil, c.caseError(fd, exact, fold)
 		}
 		if top.seen&fd.bit != 0 {
