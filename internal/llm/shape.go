@@ -94,27 +94,39 @@ func (sh *Shape) SetField(body []byte, fields *Fields, value any, path ...string
 		*sh = Shape{}
 		return SetField(body, fields, value, path...)
 	}
-	fd := fields.declared(path[0])
-	if fd == nil || sh.seen&fd.bit != 0 || !declaredPath(fd.inner, path[1:]) {
+	// The fields on the way, each declared, found once.
+	var on [maxEditDepth]*field
+	room := 1 + 20 // a comma, and a flag's or a count's digits
+	f := fields
+	for k, name := range path {
+		var d *field
+		if k < len(on) {
+			d = f.declared(name)
+		}
+		if d == nil {
+			*sh = Shape{}
+			return SetField(body, fields, value, path...)
+		}
+		on[k], room, f = d, room+len(d.names[0])+4, d.inner
+	}
+	fd := on[0]
+	if sh.seen&fd.bit != 0 {
 		*sh = Shape{}
 		return SetField(body, fields, value, path...)
 	}
 	// The member is "name":{"name":…value}, as appendMember writes it;
 	// the value's encoding is appended in place when it is a flag or a
 	// count, the values the formats set.
-	out := make([]byte, 0, len(body)+memberRoom(fields, path))
+	out := make([]byte, 0, len(body)+room)
 	out = append(out, body[:sh.brace]...)
 	if sh.members {
 		out = append(out, ',')
 	}
-	f := fields
-	for k, name := range path {
-		d := f.declared(name)
+	for k, d := range on[:len(path)] {
 		out = append(appendName(out, d.names[0]), ':')
 		if k < len(path)-1 {
 			out = append(out, '{')
 		}
-		f = d.inner
 	}
 	switch v := value.(type) {
 	case bool:
@@ -143,28 +155,6 @@ func (sh *Shape) SetField(body []byte, fields *Fields, value any, path ...string
 	return out, nil
 }
 
-// declaredPath reports whether each name of path is declared in the
-// Fields on its way, starting with f.
-func declaredPath(f *Fields, path []string) bool {
-	for _, name := range path {
-		fd := f.declared(name)
-		if fd == nil {
-			return false
-		}
-		f = fd.inner
-	}
-	return true
-}
-
-// memberRoom is room enough for a member down path with a flag or count
-// value: its names, quoted, a comma, colons and braces, and the value.
-func memberRoom(fields *Fields, path []string) int {
-	n := 1 + 20
-	f := fields
-	for _, name := range path {
-		d := f.declared(name)
-		n += len(d.names[0]) + 4
-		f = d.inner
-	}
-	return n
-}
+// maxEditDepth is how deep a field a Shape's edit adds: deeper ones are
+// SetField's.
+const maxEditDepth = 4
