@@ -64,15 +64,25 @@ func (c *checker) key(i int) (int, *Fields, error) {
 	// rawPacked is the key itself packed, for a plain short key, which
 	// is then compared with a field's name as one word; longName else.
 	rawPacked := longName
-	if n, ok := shortKey(b, i); ok {
-		// A key of plain ASCII that fits a word, the usual kind, is
-		// folded from the one load.
+	// A key of plain ASCII (no escape, no control character) of at
+	// most eight bytes, the usual kind, is read and folded from one
+	// load: n is the length of the plain run the word starts with (a
+	// word with no stop has its trailing zeros counted as 64, a length
+	// of eight), and the key is short when its closing quote follows.
+	// Written out rather than called: every key of a body comes here.
+	var n int
+	var raw uint64
+	if i+10 <= len(b) {
+		raw = load64(View(b), i+1)
+		n = bits.TrailingZeros64(stringStops(raw)|raw&msbs) >> 3
+		short = b[i+1+n] == '"'
+	}
+	if short {
 		exact, end = b[i+1:i+1+n], i+2+n
-		raw := load64(View(b), i+1)
 		w := foldWord(raw)
 		binary.LittleEndian.PutUint64(shortFold[:], w)
 		mask, length := ^uint64(0)>>(64-8*n), uint64(n)<<60
-		fold, short, packed, rawPacked = shortFold[:n], true, w&mask^length, raw&mask^length
+		fold, packed, rawPacked = shortFold[:n], w&mask^length, raw&mask^length
 	} else {
 		// Room on the stack for a longer key.
 		var foldBuf, exactBuf [64]byte
@@ -140,21 +150,6 @@ func (c *checker) key(i int) (int, *Fields, error) {
 		c.capture.valueStarts(exact, j)
 	}
 	return j, inner, nil
-}
-
-// shortKey reports whether the key whose opening quote is b[i] is plain
-// ASCII (no escape, no control character) of at most eight bytes, and
-// its length.
-func shortKey(b []byte, i int) (int, bool) {
-	if i+10 > len(b) {
-		return 0, false
-	}
-	w := load64(View(b), i+1)
-	if m := stringStops(w) | w&msbs; m != 0 {
-		n := bits.TrailingZeros64(m) >> 3
-		return n, b[i+1+n] == '"'
-	}
-	return 8, b[i+9] == '"'
 }
 
 // readKey reads the key whose opening quote is at i and returns it
