@@ -253,6 +253,9 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 		// Admitted on a fallback: the body that names it goes upstream
 		// (with the edits below, made for the fallback).
 		body, st.dg.body, replace = st.dg.body, nil, true
+		// The parse's Shape describes the body it checked, not this
+		// one: the edit below finds its way through the new body.
+		st.req.Shape = llm.Shape{}
 	}
 	st.s.m.tokensEstimated(api.Name(), est.Total())
 
