@@ -65,21 +65,24 @@ func decimalDigits(v int64) int {
 	return n
 }
 
-// writeCounterKey writes CounterKey(l, attrs) to b.
+// writeCounterKey writes CounterKey(l, attrs) to b. Each part of the
+// key's head and each field's length go through a buffer on the stack
+// and reach b in one write: this runs for every limit of every request.
 func writeCounterKey(b *strings.Builder, l *Limit, attrs Attributes) {
-	b.WriteString(KeyPrefix)
-	b.WriteString(algorithmCode(l.Algorithm, l.Calendar))
+	var buf [64]byte
+	head := append(buf[:0], KeyPrefix...)
+	head = append(head, algorithmCode(l.Algorithm, l.Calendar)...)
 	if l.Calendar == NoCalendar {
-		var num [20]byte
-		b.Write(strconv.AppendInt(num[:0], l.Window.Milliseconds(), 10))
+		head = strconv.AppendInt(head, l.Window.Milliseconds(), 10)
 	}
 	if l.Location != nil && l.Location != time.UTC && l.Calendar != NoCalendar {
 		// Another zone's days are other windows: a fresh counter.
-		b.WriteByte('@')
-		b.WriteString(l.Location.String())
+		head = append(head, '@')
+		head = append(head, l.Location.String()...)
 	}
-	b.WriteByte(':')
-	writeField(b, l.Name)
+	head = append(head, ':')
+	b.Write(appendFieldHead(head, len(l.Name)))
+	b.WriteString(l.Name)
 	for _, name := range l.Scope {
 		v, _ := attrs.Get(name)
 		writeField(b, name)
@@ -88,10 +91,21 @@ func writeCounterKey(b *strings.Builder, l *Limit, attrs Attributes) {
 }
 
 func writeField(b *strings.Builder, s string) {
-	var num [20]byte
-	b.Write(strconv.AppendInt(num[:0], int64(len(s)), 10))
-	b.WriteByte(':')
+	var buf [24]byte
+	b.Write(appendFieldHead(buf[:0], len(s)))
 	b.WriteString(s)
+}
+
+// appendFieldHead appends what writeField writes before a string of n
+// bytes: n in decimal and a colon.
+func appendFieldHead(dst []byte, n int) []byte {
+	switch {
+	case n < 10:
+		return append(dst, byte('0'+n), ':')
+	case n < 100:
+		return append(dst, byte('0'+n/10), byte('0'+n%10), ':')
+	}
+	return append(strconv.AppendInt(dst, int64(n), 10), ':')
 }
 
 func algorithmCode(a Algorithm, c Calendar) string {

@@ -1,6 +1,9 @@
 package accounting
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -84,4 +87,69 @@ func TestCounterKeySize(t *testing.T) {
 			}
 		})
 	}
+}
+
+// refCounterKey is CounterKey written the plain way, the reference that
+// FuzzCounterKey holds the stack-buffered writer to.
+func refCounterKey(l *Limit, attrs Attributes) string {
+	s := KeyPrefix + algorithmCode(l.Algorithm, l.Calendar)
+	if l.Calendar == NoCalendar {
+		s += strconv.FormatInt(l.Window.Milliseconds(), 10)
+	}
+	if l.Location != nil && l.Location != time.UTC && l.Calendar != NoCalendar {
+		s += "@" + l.Location.String()
+	}
+	field := func(v string) string { return fmt.Sprintf("%d:%s", len(v), v) }
+	s += ":" + field(l.Name)
+	for _, name := range l.Scope {
+		v, _ := attrs.Get(name)
+		s += field(name) + field(v)
+	}
+	return s
+}
+
+// TestCounterKeyBytes pins the key's bytes (a shared Redis holds
+// counters under them: a change must bump KeyPrefix).
+func TestCounterKeyBytes(t *testing.T) {
+	long := strings.Repeat("v", 123)
+	for _, tc := range []struct {
+		name  string
+		limit Limit
+		attrs Attributes
+		want  string
+	}{
+		{"sliding minute", Limit{Name: "rpm", Scope: []string{"tenant"}, Algorithm: SlidingWindow, Window: time.Minute},
+			Attributes{{Name: "tenant", Value: "acme"}}, "tw2:s60000:3:rpm6:tenant4:acme"},
+		{"lengths of two and three digits", Limit{Name: "a-limit-name", Scope: []string{"user"}, Algorithm: FixedWindow, Window: time.Hour},
+			Attributes{{Name: "user", Value: long}}, "tw2:f3600000:12:a-limit-name4:user123:" + long},
+		{"absent value", Limit{Name: "c", Scope: []string{"user"}, Algorithm: Leases},
+			nil, "tw2:c0:1:c4:user0:"},
+		{"calendar day", Limit{Name: "d", Algorithm: FixedWindow, Calendar: CalendarDay}, nil, "tw2:fd:1:d"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := CounterKey(&tc.limit, tc.attrs); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzCounterKey holds CounterKey to refCounterKey for any name, scope
+// value and window, and counterKeySize to its length.
+func FuzzCounterKey(f *testing.F) {
+	f.Add("rpm", "acme", int64(60000), uint8(0))
+	f.Add(strings.Repeat("n", 99), strings.Repeat("v", 100), int64(-1), uint8(1))
+	f.Add("", "", int64(0), uint8(2))
+	f.Fuzz(func(t *testing.T, name, value string, windowMs int64, algo uint8) {
+		algos := []Algorithm{SlidingWindow, FixedWindow, TokenBucket, Leases, Lifetime}
+		l := Limit{Name: name, Scope: []string{"user", "tenant"}, Algorithm: algos[int(algo)%len(algos)], Window: time.Duration(windowMs) * time.Millisecond}
+		attrs := Attributes{{Name: "user", Value: value}, {Name: "tenant", Value: name + value}}
+		got, want := CounterKey(&l, attrs), refCounterKey(&l, attrs)
+		if got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+		if n := counterKeySize(&l, attrs); n != len(got) {
+			t.Fatalf("got size %d, want %d", n, len(got))
+		}
+	})
 }

@@ -1,7 +1,9 @@
 package extproc
 
 import (
+	"fmt"
 	"math"
+	"strconv"
 	"testing"
 	"time"
 
@@ -76,4 +78,26 @@ func TestRateLimitHeadersExtremes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzAppendAmount holds appendAmount to strconv's and fmt's renderings:
+// integers as strconv.FormatInt, cost as a sign, the whole dollars and
+// six decimals.
+func FuzzAppendAmount(f *testing.F) {
+	for _, v := range []int64{0, 9, 10, 99, 100, 999999, 1000000, -1, math.MaxInt64, math.MinInt64} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v int64) {
+		if got, want := string(appendAmount([]byte("x"), accounting.Tokens, v)), "x"+strconv.FormatInt(v, 10); got != want {
+			t.Errorf("tokens %d: got %q, want %q", v, got, want)
+		}
+		u, sign := uint64(v), ""
+		if v < 0 {
+			u, sign = -u, "-"
+		}
+		want := fmt.Sprintf("x%s%d.%06d", sign, u/1e6, u%1e6)
+		if got := string(appendAmount([]byte("x"), accounting.Cost, v)); got != want {
+			t.Errorf("cost %d: got %q, want %q", v, got, want)
+		}
+	})
 }

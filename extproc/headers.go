@@ -1,7 +1,6 @@
 package extproc
 
 import (
-	"strconv"
 	"strings"
 	"time"
 
@@ -39,14 +38,30 @@ var providerHeaderPrefixes = []string{"x-ratelimit-", "anthropic-ratelimit-", "a
 // removed too. Header keys arrive lower-case.
 func providerRateLimitHeaders(h *extprocv3.HttpHeaders, names []string) []string {
 	for _, hv := range h.GetHeaders().GetHeaders() {
-		for _, p := range providerHeaderPrefixes {
-			if strings.HasPrefix(hv.Key, p) {
-				names = append(names, hv.Key)
-				break
-			}
+		if isProviderRateLimitHeader(hv.Key) {
+			names = append(names, hv.Key)
 		}
 	}
 	return names
+}
+
+// isProviderRateLimitHeader reports whether name starts with one of
+// providerHeaderPrefixes. It runs for every response header: the first
+// byte rules out most names before any prefix is compared
+// (FuzzProviderRateLimitHeader holds it to the list).
+func isProviderRateLimitHeader(name string) bool {
+	if name == "" {
+		return false
+	}
+	switch name[0] {
+	case 'x':
+		return strings.HasPrefix(name, "x-ratelimit-")
+	case 'a':
+		return strings.HasPrefix(name, "anthropic-ratelimit-") || strings.HasPrefix(name, "anthropic-priority-")
+	case 'r':
+		return strings.HasPrefix(name, "ratelimit")
+	}
+	return false
 }
 
 // formatReset renders a reset time the way OpenAI does: a Go duration,
@@ -75,7 +90,7 @@ func appendDuration(dst []byte, d time.Duration) []byte {
 		// Below a second: one unit, with a fraction.
 		switch {
 		case u < uint64(time.Microsecond):
-			return append(strconv.AppendUint(dst, u, 10), "ns"...)
+			return append(appendDecimal(dst, u), "ns"...)
 		case u < uint64(time.Millisecond):
 			return append(appendFraction(dst, u, 3), "µs"...)
 		}
@@ -84,10 +99,10 @@ func appendDuration(dst []byte, d time.Duration) []byte {
 	// Hours, minutes and seconds, with a fraction of a second.
 	secs := u / uint64(time.Second)
 	if h := secs / 3600; h > 0 {
-		dst = append(strconv.AppendUint(dst, h, 10), 'h')
+		dst = append(appendDecimal(dst, h), 'h')
 	}
 	if secs >= 60 {
-		dst = append(strconv.AppendUint(dst, secs/60%60, 10), 'm')
+		dst = append(appendDecimal(dst, secs/60%60), 'm')
 	}
 	return append(appendFraction(dst, u%uint64(time.Hour*1)%uint64(time.Minute), 9), 's')
 }
@@ -99,7 +114,7 @@ func appendFraction(dst []byte, v uint64, prec int) []byte {
 	for range prec {
 		pow *= 10
 	}
-	dst = strconv.AppendUint(dst, v/pow, 10)
+	dst = appendDecimal(dst, v/pow)
 	frac := v % pow
 	if frac == 0 {
 		return dst

@@ -65,13 +65,27 @@ const (
 	tagValueNumber  = byte(valueNumber<<3) | byte(protowire.Fixed64Type)
 )
 
+// metaKey is a key of tokenwarden's metadata namespace: one of the Meta*
+// constants, which convert to it as they are passed, where a string
+// variable needs a conversion in plain sight. The keys are ASCII
+// literals, so they are written without a UTF-8 check.
+type metaKey string
+
 // str adds a string field. Protobuf strings are UTF-8, and Envoy refuses
 // a message whose strings are not: invalid bytes (which the request
 // checks keep out of every value written here) become U+FFFD.
-func (m *dynamicMetadata) str(key, value string) {
+func (m *dynamicMetadata) str(key metaKey, value string) {
 	if !utf8.ValidString(value) {
 		value = strings.ToValidUTF8(value, "\uFFFD")
 	}
+	m.known(key, value)
+}
+
+// known adds a string field whose value is UTF-8 by construction, with
+// no check: a literal, a number formatted here, an API's name, a
+// settlement's basis, a reservation's ID (hex and base-36 digits).
+// Anything a client or a configuration wrote goes through str.
+func (m *dynamicMetadata) known(key metaKey, value string) {
 	// Value{string_value}
 	n := protowire.SizeTag(valueString) + protowire.SizeBytes(len(value))
 	m.entry(key, n)
@@ -80,7 +94,7 @@ func (m *dynamicMetadata) str(key, value string) {
 }
 
 // num adds a number field.
-func (m *dynamicMetadata) num(key string, v float64) {
+func (m *dynamicMetadata) num(key metaKey, v float64) {
 	// Value{number_value}
 	n := protowire.SizeTag(valueNumber) + protowire.SizeFixed64()
 	m.entry(key, n)
@@ -90,15 +104,12 @@ func (m *dynamicMetadata) num(key string, v float64) {
 
 // entry starts a map entry whose Value message is n bytes long, up to
 // the Value's contents.
-func (m *dynamicMetadata) entry(key string, n int) {
-	if !utf8.ValidString(key) {
-		key = strings.ToValidUTF8(key, "\uFFFD")
-	}
+func (m *dynamicMetadata) entry(key metaKey, n int) {
 	entry := protowire.SizeTag(mapKey) + protowire.SizeBytes(len(key)) + protowire.SizeTag(mapValue) + protowire.SizeBytes(n)
 	m.b = append(m.b, tagStructFields)
 	m.b = appendVarint(m.b, uint64(entry))
 	m.b = append(m.b, tagMapKey)
-	m.b = appendString(m.b, key)
+	m.b = appendString(m.b, string(key))
 	m.b = append(m.b, tagMapValue)
 	m.b = appendVarint(m.b, uint64(n))
 }

@@ -4,15 +4,20 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/accounting/memstore"
 )
 
 // metadataField is one field written to a dynamicMetadata.
 type metadataField struct {
-	key    string
+	key    metaKey
 	str    string
 	num    float64
 	number bool
@@ -61,9 +66,8 @@ func wantMetadata(t *testing.T, got map[string]*structpb.Value, fields []metadat
 	t.Helper()
 	want := map[string]metadataField{}
 	for _, f := range fields {
-		f.key = strings.ToValidUTF8(f.key, "\uFFFD")
 		f.str = strings.ToValidUTF8(f.str, "\uFFFD")
-		want[f.key] = f
+		want[string(f.key)] = f
 	}
 	if len(got) != len(want) {
 		t.Errorf("got %d fields, want %d: %v", len(got), len(want), got)
@@ -105,14 +109,14 @@ func TestDynamicMetadataDecodes(t *testing.T) {
 			{key: "actual_tokens", num: 1 << 53, number: true}, {key: "settled_on", str: "usage"},
 		}},
 		{"empty value", []metadataField{{key: "model", str: ""}}},
-		{"long value", []metadataField{{key: "model", str: long}, {key: long, num: -1.5, number: true}}},
+		{"long value", []metadataField{{key: "model", str: long}, {key: metaKey(long), num: -1.5, number: true}}},
 		{"many fields", func() (f []metadataField) {
 			for i := range 40 {
-				f = append(f, metadataField{key: strings.Repeat("k", i+1), str: long[:i*7]})
+				f = append(f, metadataField{key: metaKey(strings.Repeat("k", i+1)), str: long[:i*7]})
 			}
 			return f
 		}()},
-		{"invalid UTF-8", []metadataField{{key: "model", str: "gpt\xff\xfe-4o"}, {key: "li\xc3mit", str: "x"}}},
+		{"invalid UTF-8", []metadataField{{key: "model", str: "gpt\xff\xfe-4o"}, {key: "limit", str: "li\xc3mit"}}},
 		{"a key twice", []metadataField{{key: "decision", str: "admitted"}, {key: "decision", str: "rejected"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,13 +136,51 @@ func TestDynamicMetadataEmpty(t *testing.T) {
 	}
 }
 
-// FuzzDynamicMetadata checks any key, string and number the same way.
+// FuzzDynamicMetadata checks any key, string and number the same way. A
+// key is one of the Meta* literals, UTF-8, and is made so here.
 func FuzzDynamicMetadata(f *testing.F) {
 	f.Add("model", "gpt-4o-mini", "estimate_tokens", 4520.0)
 	f.Add("", "", "x", math.Inf(1))
 	f.Add("k\xff", strings.Repeat("é", 100), "n", -0.0)
 	f.Fuzz(func(t *testing.T, sk, sv, nk string, nv float64) {
-		fields := []metadataField{{key: sk, str: sv}, {key: nk, num: nv, number: true}}
+		fields := []metadataField{
+			{key: metaKey(strings.ToValidUTF8(sk, "\uFFFD")), str: sv},
+			{key: metaKey(strings.ToValidUTF8(nk, "\uFFFD")), num: nv, number: true},
+		}
 		wantMetadata(t, decodeMetadata(t, fields), fields)
 	})
+}
+
+// TestKnownMetadataValues holds what dynamicMetadata.known writes
+// unchecked to being UTF-8: the settlement bases, every API's name, the
+// cost as formatted, and a reservation ID as the Limiter makes it.
+func TestKnownMetadataValues(t *testing.T) {
+	values := map[string]string{}
+	for _, b := range []Basis{BasisUsage, BasisEstimate, BasisReserved, BasisRefused, BasisRequest} {
+		values["basis "+string(b)] = string(b)
+	}
+	for _, r := range routes {
+		values["api of route "+r.suffix] = r.api.Name()
+	}
+	for suffix, api := range azureAPIs {
+		values["azure api "+suffix] = api.Name()
+	}
+	values["cost"] = formatAmount(accounting.Cost, 123_456_789)
+	lim, err := accounting.New(accounting.Options{
+		Store:  memstore.New(memstore.Options{}),
+		Limits: []accounting.Limit{{Name: "rpm", Algorithm: accounting.FixedWindow, Limit: 10, Window: time.Minute, Scope: []string{"user"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := lim.Reserve(t.Context(), accounting.Request{Attributes: accounting.Attributes{{Name: "user", Value: "\xff\xfe"}}})
+	if err != nil || res == nil {
+		t.Fatalf("reserve: got %v, %v", res, err)
+	}
+	values["reservation ID"] = res.ID
+	for what, v := range values {
+		if v == "" || !utf8.ValidString(v) {
+			t.Errorf("%s: got %q, want a non-empty UTF-8 string", what, v)
+		}
+	}
 }

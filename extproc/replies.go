@@ -31,21 +31,34 @@ func formatAmount(d accounting.Dimension, v int64) string {
 
 // appendAmount appends formatAmount(d, v) to dst.
 func appendAmount(dst []byte, d accounting.Dimension, v int64) []byte {
-	if d != accounting.Cost {
-		return strconv.AppendInt(dst, v, 10)
-	}
 	u := uint64(v)
 	if v < 0 {
 		dst = append(dst, '-')
 		u = -u
 	}
-	dst = strconv.AppendUint(dst, u/1e6, 10)
-	frac := u % 1e6
-	dst = append(dst, '.')
-	for div := uint64(1e5); div > 0; div /= 10 {
-		dst = append(dst, byte('0'+frac/div%10))
+	if d != accounting.Cost {
+		return appendDecimal(dst, u)
 	}
-	return dst
+	dst = appendDecimal(dst, u/1e6)
+	frac := u % 1e6
+	return append(dst, '.',
+		byte('0'+frac/1e5), byte('0'+frac/1e4%10), byte('0'+frac/1e3%10),
+		byte('0'+frac/100%10), byte('0'+frac/10%10), byte('0'+frac%10))
+}
+
+// appendDecimal appends u in decimal, as strconv.AppendUint(dst, u, 10)
+// does, in one append: the x-ratelimit-* figures of every response are
+// written with it.
+func appendDecimal(dst []byte, u uint64) []byte {
+	var buf [20]byte
+	i := len(buf) - 1
+	for u >= 10 {
+		buf[i] = byte('0' + u%10)
+		u /= 10
+		i--
+	}
+	buf[i] = byte('0' + u)
+	return append(dst, buf[i:]...)
 }
 
 // immediate builds a local reply: Envoy sends it to the client in place of

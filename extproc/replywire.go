@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -169,6 +170,21 @@ func (m *headerMutation) appendFields(b []byte) []byte {
 // appendHeaderOption appends a set_headers entry: HeaderValueOption{
 // header: HeaderValue{key, raw_value}}.
 func appendHeaderOption(b []byte, h *wireHeader) []byte {
+	k, v := len(h.key), len(h.value)
+	if hv := 2 + k + 2 + v; k > 0 && v > 0 && 2+hv < 0x80 {
+		// Every x-ratelimit-* header: a key and a value whose lengths,
+		// and the two messages', are one varint byte each. Written in
+		// place, with one check of the capacity.
+		n := len(b)
+		b = slices.Grow(b, 4+hv)[:n+4+hv]
+		w := b[n:]
+		w[0], w[1], w[2], w[3] = tagSetHeaders, byte(2+hv), tagOptionHeader, byte(hv)
+		w[4], w[5] = tagHeaderKey, byte(k)
+		copy(w[6:], h.key)
+		w[6+k], w[7+k] = tagHeaderRawValue, byte(v)
+		copy(w[8+k:], h.value)
+		return b
+	}
 	hv := headerValueSize(h)
 	b = append(b, tagSetHeaders)
 	b = appendVarint(b, uint64(protowire.SizeTag(fieldOptionHeader)+protowire.SizeBytes(hv)))

@@ -47,9 +47,9 @@ func wireResponseHeaders(m *headerMutation, md map[string]any) []byte {
 		for k, v := range md {
 			switch v := v.(type) {
 			case string:
-				d.str(k, v)
+				d.str(metaKey(k), v)
 			case float64:
-				d.num(k, v)
+				d.num(metaKey(k), v)
 			}
 		}
 		w = d.wire()
@@ -138,6 +138,9 @@ func FuzzResponseHeadersWire(f *testing.F) {
 	f.Add("x-ratelimit-limit-tokens", []byte("100"), "x-ratelimit-reset-tokens", uint8(3), uint16(0))
 	f.Add("", []byte{}, "", uint8(0), uint16(200))
 	f.Add("k\xff", []byte{0, 0xff}, "ratelimit\x80", uint8(1), uint16(20000))
+	// Around the one-byte lengths of the short headers' fast path.
+	f.Add(strings.Repeat("k", 62), bytes.Repeat([]byte("v"), 64), "ratelimit", uint8(15), uint16(0))
+	f.Add(strings.Repeat("k", 120), []byte("12"), "", uint8(15), uint16(30))
 	f.Fuzz(func(t *testing.T, key string, value []byte, name string, n uint8, pad uint16) {
 		key, name = validKey(key), validKey(name)
 		value = append(value, bytes.Repeat([]byte("x"), int(pad))...)

@@ -253,6 +253,9 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 		// Admitted on a fallback: the body that names it goes upstream
 		// (with the edits below, made for the fallback).
 		body, st.dg.body, replace = st.dg.body, nil, true
+		// The parse's Shape describes the body it checked, not this
+		// one: the edit below finds its way through the new body.
+		st.req.Shape = llm.Shape{}
 	}
 	st.s.m.tokensEstimated(api.Name(), est.Total())
 
@@ -285,11 +288,11 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 func (st *stream) admissionMetadata(md *dynamicMetadata) {
 	st.reservationMetadata(md)
 	if st.dg.from != "" {
-		md.str(MetaDecision, "downgraded")
+		md.known(MetaDecision, "downgraded")
 		md.str(MetaDowngradedFrom, st.dg.from)
 		md.str(MetaLimit, st.dg.limit)
 	} else {
-		md.str(MetaDecision, "admitted")
+		md.known(MetaDecision, "admitted")
 	}
 	if sr := st.res.ShadowRejected; sr != nil {
 		md.str(MetaShadowRejected, limitNames(sr))
@@ -333,7 +336,7 @@ func (st *stream) reserve(req accounting.Request, downgrade func(model string) b
 		resp := rejection(api, res, st.s.standardRateLimitHeaders(api, &res.Dims, nil), time.Now(), st.s.opts.ShouldRetryMax)
 		var buf [256]byte
 		md := newDynamicMetadata(buf[:])
-		md.str(MetaDecision, "rejected")
+		md.known(MetaDecision, "rejected")
 		md.str(MetaLimit, res.Trip.Limit.Name)
 		md.num(MetaEstimateTokens, float64(res.Estimate.Total()))
 		waitMetadata(&md, res)

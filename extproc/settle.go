@@ -80,7 +80,7 @@ func (st *stream) settle(complete bool, md *dynamicMetadata) bool {
 	md.num(MetaActualInputTokens, float64(usage.InputTokens))
 	md.num(MetaActualOutputTokens, float64(usage.OutputTokens))
 	md.num(MetaActualTokens, float64(usage.Total()))
-	md.str(MetaSettledOn, string(basis))
+	md.known(MetaSettledOn, string(basis))
 	return true
 }
 
@@ -88,11 +88,11 @@ func (st *stream) settle(complete bool, md *dynamicMetadata) bool {
 // estimate, and the API and model of an LLM call.
 func (st *stream) reservationMetadata(md *dynamicMetadata) {
 	r := st.res
-	md.str(MetaReservation, r.ID)
+	md.known(MetaReservation, r.ID)
 	md.num(MetaEstimateTokens, float64(r.Estimate.Total()))
-	md.str(MetaEstimateCost, formatAmount(accounting.Cost, r.Cost))
+	md.known(MetaEstimateCost, formatAmount(accounting.Cost, r.Cost))
 	if st.target.api != nil {
-		md.str(MetaAPI, st.target.api.Name())
+		md.known(MetaAPI, st.target.api.Name())
 		md.str(MetaModel, boundedModel(st.req.Model))
 	}
 }

@@ -16,6 +16,13 @@ type counter struct {
 	// expires is when the counter holds nothing any more (µs).
 	expires int64
 
+	// key is the counter's key in the store's map; due is when the
+	// store's expiry looks at it next, and idx its place in the store's
+	// heap (see expiry.go).
+	key string
+	due int64
+	idx int
+
 	// fixed_window
 	window int64
 	used   int64
@@ -38,12 +45,18 @@ type counter struct {
 
 func newCounter(c *accounting.Counter, now int64) *counter {
 	ct := &counter{}
+	ct.reset(c, now)
+	return ct
+}
+
+// reset makes ct a fresh counter for c, keeping its place in the store.
+func (ct *counter) reset(c *accounting.Counter, now int64) {
+	*ct = counter{key: ct.key, due: ct.due, idx: ct.idx}
 	switch c.Algorithm {
 	case accounting.TokenBucket:
 		ct.tokens = float64(c.Capacity())
 		ct.at = now
 	}
-	return ct
 }
 
 // check reports whether amount fits in the counter at now without changing

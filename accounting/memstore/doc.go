@@ -8,9 +8,9 @@
 // well under a microsecond, so a single lock is both correct and fast
 // enough for one replica. Idle counters expire, and so do reservation
 // records that nothing settled or released (after accounting.RecordTTL):
-// every operation samples a few entries and drops the expired ones, the
-// way Redis expires keys, so memory tracks active callers and requests in
-// flight.
+// counters wait in a heap by deadline and records in a queue in the order
+// they were written, and every operation drops a few of those whose time
+// has passed, so memory tracks active callers and requests in flight.
 //
 // The arithmetic of the three algorithms here is the reference the Redis
 // store's scripts follow; the storetest suite holds both to it.

@@ -48,8 +48,11 @@ func (s *Store) ResetCounter(ctx context.Context, key string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ct, ok := s.counters[key]
-	delete(s.counters, key)
-	return ok && ct.expires > now, nil
+	if !ok {
+		return false, nil
+	}
+	s.dropCounterLocked(ct)
+	return ct.expires > now, nil
 }
 
 // peekChunk is how many counters Top reads per hold of the lock.

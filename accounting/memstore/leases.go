@@ -72,6 +72,6 @@ func (s *Store) returnLeaseLocked(key, id string) {
 	}
 	delete(ct.leases, id)
 	if len(ct.leases) == 0 {
-		delete(s.counters, key)
+		s.dropCounterLocked(ct)
 	}
 }

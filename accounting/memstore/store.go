@@ -10,11 +10,6 @@ import (
 	"github.com/tokenwarden/tokenwarden/accounting"
 )
 
-// sampleSize is how many entries each operation inspects for expiry.
-// Inspecting more than one per operation makes expired entries go faster
-// than new ones arrive, so the maps shrink back once callers go idle.
-const sampleSize = 8
-
 // Options configure a Store. The zero value is the default.
 type Options struct {
 	// Now is the store's clock; nil means time.Now.
@@ -30,11 +25,19 @@ type Store struct {
 	// records maps a reservation ID to its time (µs), or to minus the
 	// time of the release that left a tombstone. Either counts until
 	// accounting.RecordTTL after that time.
-	records map[string]int64
+	records map[string]record
 	// skipped holds, for a record whose reservation left optional items
 	// uncharged, their indexes: Release must not refund them. Most
 	// reservations have none, and no entry.
 	skipped map[string][]int
+
+	// heap holds every counter by its deadline; queue holds the records'
+	// expiries from head on, oldest first; seq numbers the records'
+	// writes (see expiry.go).
+	heap  []*counter
+	queue []queued
+	head  int
+	seq   uint64
 }
 
 var _ accounting.Store = (*Store)(nil)
@@ -48,7 +51,7 @@ func New(opts Options) *Store {
 	return &Store{
 		now:      now,
 		counters: make(map[string]*counter),
-		records:  make(map[string]int64),
+		records:  make(map[string]record),
 		skipped:  make(map[string][]int),
 	}
 }
@@ -63,7 +66,7 @@ func (s *Store) Reserve(ctx context.Context, req accounting.ReserveRequest) (acc
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.expireSampleLocked(now)
+	s.expireLocked(now)
 
 	res.Admitted = true
 	var skipped []int
@@ -84,7 +87,7 @@ func (s *Store) Reserve(ctx context.Context, req accounting.ReserveRequest) (acc
 	if t, ok := s.recordLocked(req.ID, now); ok && t < 0 {
 		return accounting.ReserveResult{}, accounting.ErrReleased
 	}
-	s.records[req.ID] = now
+	s.setRecordLocked(req.ID, now)
 	delete(s.skipped, req.ID)
 	if skipped != nil {
 		s.skipped[req.ID] = skipped
@@ -113,7 +116,7 @@ func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error 
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.expireSampleLocked(now)
+	s.expireLocked(now)
 	if t, ok := s.recordLocked(req.ID, now); !ok || t < 0 {
 		return accounting.ErrNoReservation
 	}
@@ -142,7 +145,7 @@ func (s *Store) Release(ctx context.Context, req accounting.ReserveRequest) (boo
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.expireSampleLocked(now)
+	s.expireLocked(now)
 	t, ok := s.recordLocked(req.ID, now)
 	switch {
 	case ok && t < 0:
@@ -152,7 +155,7 @@ func (s *Store) Release(ctx context.Context, req accounting.ReserveRequest) (boo
 		// A copy: the ID may share its string with the reservation's
 		// counter keys (accounting builds them together), and the
 		// tombstone outlives the reservation.
-		s.records[strings.Clone(req.ID)] = -now
+		s.setRecordLocked(strings.Clone(req.ID), -now)
 		return false, nil
 	}
 	skipped := s.skipped[req.ID]
@@ -184,17 +187,11 @@ func (s *Store) Release(ctx context.Context, req accounting.ReserveRequest) (boo
 // recordLocked returns the record or tombstone kept for id, if one still
 // counts.
 func (s *Store) recordLocked(id string, now int64) (int64, bool) {
-	t, ok := s.records[id]
-	if !ok || !recordLive(t, now) {
+	r, ok := s.records[id]
+	if !ok || !recordLive(r.t, now) {
 		return 0, false
 	}
-	return t, true
-}
-
-// deleteRecordLocked deletes id's record and what it remembers.
-func (s *Store) deleteRecordLocked(id string) {
-	delete(s.records, id)
-	delete(s.skipped, id)
+	return r.t, true
 }
 
 // recordLive reports whether a record or tombstone of time t still counts.
@@ -219,8 +216,8 @@ func (s *Store) Len() (counters, records int) {
 			counters++
 		}
 	}
-	for _, t := range s.records {
-		if recordLive(t, now) {
+	for _, r := range s.records {
+		if recordLive(r.t, now) {
 			records++
 		}
 	}
@@ -240,35 +237,19 @@ func (s *Store) Exists(key string) bool {
 // fresh one so that stale state is never read.
 func (s *Store) counterLocked(c *accounting.Counter, now int64) *counter {
 	ct, ok := s.counters[c.Key]
-	if !ok || ct.expires <= now {
+	switch {
+	case !ok:
 		ct = newCounter(c, now)
 		// A copy: the key may share its string with the reservation's
 		// ID and other keys (accounting builds them together), and the
 		// counter outlives the reservation.
-		s.counters[strings.Clone(c.Key)] = ct
+		ct.key = strings.Clone(c.Key)
+		s.counters[ct.key] = ct
+		s.scheduleCounterLocked(ct, now)
+	case ct.expires <= now:
+		// Expired but not yet dropped: start afresh in its place, which
+		// keeps its key and its place in the heap.
+		ct.reset(c, now)
 	}
 	return ct
-}
-
-// expireSampleLocked drops expired entries among a few arbitrary ones; Go
-// starts each map iteration at a random point.
-func (s *Store) expireSampleLocked(now int64) {
-	n := 0
-	for k, c := range s.counters {
-		if c.expires <= now {
-			delete(s.counters, k)
-		}
-		if n++; n == sampleSize {
-			break
-		}
-	}
-	n = 0
-	for id, t := range s.records {
-		if !recordLive(t, now) {
-			s.deleteRecordLocked(id)
-		}
-		if n++; n == sampleSize {
-			break
-		}
-	}
 }

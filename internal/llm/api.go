@@ -124,6 +124,10 @@ type Request struct {
 	// Notes explain what the estimate could not see, e.g. server-side
 	// conversation history that is billed as input too.
 	Notes string
+	// Shape is what the parse's check learned of the body's top-level
+	// object, for Inject's edits (see [Shape]). A parse may leave it
+	// zero, which costs Inject a search of the body.
+	Shape Shape
 }
 
 // DefaultCap is the CapSource of an output cap that is the default,

@@ -27,6 +27,8 @@ type Fields struct {
 	// check looks up every key of a body, and comparing a few strings
 	// is quicker than hashing one.
 	folds []foldedName
+	// short finds a short key among folds in one probe.
+	short shortNames
 	// visit is set by Visit.
 	visit bool
 }
@@ -34,9 +36,12 @@ type Fields struct {
 // foldedName is an entry of Fields.folds.
 type foldedName struct {
 	fold string
-	// packed is fold as packKey packs a short key, or longName.
-	packed uint64
-	fd     *field
+	// packed is fold as packKey packs a short key, or longName; exact
+	// is the name itself packed so, or longName, for telling at once
+	// that a plain short key is the name and not the name in another
+	// case.
+	packed, exact uint64
+	fd            *field
 }
 
 // longName is the packed form of a name longer than eight bytes, which
@@ -44,15 +49,19 @@ type foldedName struct {
 // never has.
 const longName = ^uint64(0)
 
-// newFoldedName returns the entry of fold, a folded name, for field fd.
-func newFoldedName(fold string, fd *field) foldedName {
-	packed := longName
-	if len(fold) <= 8 {
-		var w [8]byte
-		copy(w[:], fold)
-		packed = packKey(w[:], len(fold))
+// newFoldedName returns the entry of name, folded to fold, for field fd.
+func newFoldedName(name, fold string, fd *field) foldedName {
+	return foldedName{fold: fold, packed: packName(fold), exact: packName(name), fd: fd}
+}
+
+// packName returns name as packKey packs a short key, or longName.
+func packName(name string) uint64 {
+	if len(name) > 8 {
+		return longName
 	}
-	return foldedName{fold: fold, packed: packed, fd: fd}
+	var w [8]byte
+	copy(w[:], name)
+	return packKey(w[:], len(name))
 }
 
 // maxListed is how many names Fields.lookup compares one by one, and
@@ -111,7 +120,8 @@ func (f *Fields) Alias(name, alias string) *Fields {
 	}
 	fd.names = append(fd.names, alias)
 	f.byFold[key] = fd
-	f.folds = append(f.folds, newFoldedName(key, fd))
+	f.folds = append(f.folds, newFoldedName(alias, key, fd))
+	f.short.build(f.folds)
 	return f
 }
 
@@ -128,7 +138,8 @@ func (f *Fields) add(name string, inner *Fields) {
 	}
 	fd := &field{bit: 1 << f.count, slot: f.count, names: []string{name}, inner: inner}
 	f.byFold[key] = fd
-	f.folds = append(f.folds, newFoldedName(key, fd))
+	f.folds = append(f.folds, newFoldedName(name, key, fd))
+	f.short.build(f.folds)
 	f.count++
 }
 
@@ -174,21 +185,47 @@ func (f *Fields) lookup(folded []byte) *field {
 }
 
 // lookupShort is lookup for a key whose fold is eight bytes or fewer,
-// packed by packKey: one comparison of words for each name, which is
-// quicker than hashing the key among as many as maxShortListed.
-func (f *Fields) lookupShort(folded []byte, packed uint64) *field {
+// packed by packKey: one probe of the short names' table, or one
+// comparison of words for each name, either quicker than hashing the key
+// among as many as maxShortListed. It returns the field's name that the
+// key folds to as newFoldedName packs it (exact), or longName when it
+// does not tell.
+func (f *Fields) lookupShort(folded []byte, packed uint64) (*field, uint64) {
+	if fd, exact, ok := f.probe(packed); ok {
+		return fd, exact
+	}
+	return f.lookupListed(folded, packed)
+}
+
+// probe is lookupShort by the short names' table, small enough to be
+// inlined into the check's reading of a key; ok is false when f has no
+// table, and lookupListed must look the key up.
+func (f *Fields) probe(packed uint64) (fd *field, exact uint64, ok bool) {
+	if f == nil || f.short.mul == 0 {
+		return nil, longName, false
+	}
+	s := shortSlot(packed, f.short.mul)
+	if f.short.packed[s] != packed {
+		return nil, longName, true
+	}
+	n := &f.folds[f.short.index[s]]
+	return n.fd, n.exact, true
+}
+
+// lookupListed is lookupShort for Fields without a table.
+func (f *Fields) lookupListed(folded []byte, packed uint64) (*field, uint64) {
 	if f == nil {
-		return nil
+		return nil, longName
 	}
 	if len(f.folds) <= maxShortListed {
 		for _, n := range f.folds {
 			if n.packed == packed {
-				return n.fd
+				return n.fd, n.exact
 			}
 		}
-		return nil
+		return nil, longName
 	}
-	return f.byFold[string(folded)]
+	return f.byFold[string(folded)], longName
 }
 
 // declared returns the field declared as name, or nil.

@@ -61,13 +61,28 @@ func (c *checker) key(i int) (int, *Fields, error) {
 	// listed and looked up.
 	var short bool
 	var packed uint64
-	if n, ok := shortKey(b, i); ok {
-		// A key of plain ASCII that fits a word, the usual kind, is
-		// folded from the one load.
+	// rawPacked is the key itself packed, for a plain short key, which
+	// is then compared with a field's name as one word; longName else.
+	rawPacked := longName
+	// A key of plain ASCII (no escape, no control character) of at
+	// most eight bytes, the usual kind, is read and folded from one
+	// load: n is the length of the plain run the word starts with (a
+	// word with no stop has its trailing zeros counted as 64, a length
+	// of eight), and the key is short when its closing quote follows.
+	// Written out rather than called: every key of a body comes here.
+	var n int
+	var raw uint64
+	if i+10 <= len(b) {
+		raw = load64(View(b), i+1)
+		n = bits.TrailingZeros64(stringStops(raw)|raw&msbs) >> 3
+		short = b[i+1+n] == '"'
+	}
+	if short {
 		exact, end = b[i+1:i+1+n], i+2+n
-		w := foldWord(load64(View(b), i+1))
+		w := foldWord(raw)
 		binary.LittleEndian.PutUint64(shortFold[:], w)
-		fold, short, packed = shortFold[:n], true, w&(^uint64(0)>>(64-8*n))^uint64(n)<<60
+		mask, length := ^uint64(0)>>(64-8*n), uint64(n)<<60
+		fold, packed, rawPacked = shortFold[:n], w&mask^length, raw&mask^length
 	} else {
 		// Room on the stack for a longer key.
 		var foldBuf, exactBuf [64]byte
@@ -101,13 +116,20 @@ func (c *checker) key(i int) (int, *Fields, error) {
 	top.lastKey = i
 	var inner *Fields
 	var fd *field
+	nameExact := longName // the field's name the key folds to, packed
 	if short {
-		fd = top.fields.lookupShort(fold, packed)
+		// lookupShort, its probe inlined.
+		var ok bool
+		if fd, nameExact, ok = top.fields.probe(packed); !ok {
+			fd, nameExact = top.fields.lookupListed(fold, packed)
+		}
 	} else {
 		fd = top.fields.lookup(fold)
 	}
 	if fd != nil {
-		if !fd.is(exact) {
+		// A plain short key packed as the name is the name; longName,
+		// which no short key packs to, leaves it to is.
+		if (rawPacked != nameExact || rawPacked == longName) && !fd.is(exact) {
 			return i, nil, c.caseError(fd, exact, fold)
 		}
 		if top.seen&fd.bit != 0 {
@@ -128,21 +150,6 @@ func (c *checker) key(i int) (int, *Fields, error) {
 		c.capture.valueStarts(exact, j)
 	}
 	return j, inner, nil
-}
-
-// shortKey reports whether the key whose opening quote is b[i] is plain
-// ASCII (no escape, no control character) of at most eight bytes, and
-// its length.
-func shortKey(b []byte, i int) (int, bool) {
-	if i+10 > len(b) {
-		return 0, false
-	}
-	w := load64(View(b), i+1)
-	if m := stringStops(w) | w&msbs; m != 0 {
-		n := bits.TrailingZeros64(m) >> 3
-		return n, b[i+1+n] == '"'
-	}
-	return 8, b[i+9] == '"'
 }
 
 // readKey reads the key whose opening quote is at i and returns it

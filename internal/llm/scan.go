@@ -141,6 +141,12 @@ func (s *Scan) Member(slot int) (Value, bool) {
 	return s.member(slot), true
 }
 
+// Members returns the set of fields the object Next stopped after has:
+// the bit 1<<slot of each, by [Fields.Slot]. A format that reads a few
+// of many fields tests them at once, and calls Member for those
+// present.
+func (s *Scan) Members() uint64 { return s.c.closed.seen }
+
 // member is Member's reading of a present field, kept apart so that
 // Member, whose answer is often "absent", is inlined.
 //

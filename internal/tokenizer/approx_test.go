@@ -36,6 +36,14 @@ func TestCountMatchesReference(t *testing.T) {
 		"", "a", "ab", "        ", "\t\t\tx", "a  b   c    d", "\n\n\n\n  \n", "12345678901234567",
 		strings.Repeat(" ", 17) + "x" + strings.Repeat("\t", 9),
 		"中文テキスト😀👍🏽 and ASCII", "\xff\xfe\x80\x80 invalid", strings.Repeat("ab  ", 100),
+		// Runs across the count's blocks of sixteen pairs and its
+		// words of eight, starting at the first byte and at the last.
+		strings.Repeat(" ", 16), strings.Repeat(" ", 17), strings.Repeat(" ", 33),
+		"x" + strings.Repeat(" ", 15) + "y" + strings.Repeat(" ", 16),
+		strings.Repeat("a", 15) + "  " + strings.Repeat("b", 14) + "\t\t\t",
+		strings.Repeat("a", 16) + "\t\t" + strings.Repeat("b", 15),
+		strings.Repeat("a", 8) + strings.Repeat("\x00", 9) + strings.Repeat("\n", 9) + "c",
+		strings.Repeat("b", 40) + "  ",
 	} {
 		for name, p := range ps {
 			if got, want := p.count(text), reference(p, text); got != want {
@@ -91,5 +99,22 @@ func TestCharsPerTokenScales(t *testing.T) {
 	}
 	if got := dense.CountTokens("gpt-4o", text); got != base.CountTokens("gpt-4o", text) {
 		t.Errorf("a rule for claude-* changed gpt-4o's count to %d", got)
+	}
+}
+
+// TestWide checks the table the count adds up: each pair's weight, and
+// runPair on exactly the pairs of two equal run bytes.
+func TestWide(t *testing.T) {
+	for name, p := range testProfiles(t) {
+		for k, w := range p.pairs {
+			b0, b1 := byte(k), byte(k>>8)
+			want := uint32(w)
+			if b0 == b1 && isRunByte(b0) {
+				want += runPair
+			}
+			if got := p.wide[k]; got != want {
+				t.Errorf("%s: wide[%q] = %#x, want %#x", name, []byte{b0, b1}, got, want)
+			}
+		}
 	}
 }

@@ -376,8 +376,13 @@ func hexSamples() []string {
 }
 
 // goEnv returns a go env variable (GOROOT, GOMODCACHE) as the go command
-// that runs the tests sees it.
+// that runs the tests sees it. One set in the environment is taken as it
+// is, as the go command takes it: a test binary run under valgrind cannot
+// start the go command (callgrind fails on the child's signal).
 func goEnv(key string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
 	out, err := exec.Command("go", "env", key).Output()
 	if err != nil {
 		panic(fmt.Sprintf("go env %s: %v", key, err))

@@ -97,6 +97,9 @@ func Run(t *testing.T, cfg Config) {
 				if err != nil {
 					t.Fatalf("got error %v, want none", err)
 				}
+				// The Shape is the parse's note to Inject, which
+				// the fixtures cannot spell; the edit tests hold it.
+				got.Shape = llm.Shape{}
 				if got != tc.Want {
 					t.Fatalf("got  %+v\nwant %+v", got, tc.Want)
 				}

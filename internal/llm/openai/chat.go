@@ -120,6 +120,7 @@ func walkChat(body []byte, opts llm.ParseOptions) (llm.Request, error) {
 	if bad != nil {
 		return req, bad
 	}
+	req.Shape = llm.ShapeOf(body, chatFields)
 	return finishChat(req, f, tc, &t, opts)
 }
 
@@ -211,12 +212,15 @@ func contentTokens(v gjson.Result, tc *textCounter, t *llm.Tally) {
 func (Chat) Inject(body []byte, req *llm.Request, opts llm.InjectOptions) ([]byte, error) {
 	var out []byte
 	var err error
+	// The parse's Shape spares each edit a search of the body for a
+	// field it lacks; the first edit's Shape describes the edited body.
+	sh := req.Shape
 	if opts.OutputCap && !req.CapGiven {
-		if out, err = llm.SetField(body, chatFields, req.OutputCap, CapField(req.Model)); err != nil {
+		if out, err = sh.SetField(body, chatFields, req.OutputCap, CapField(req.Model)); err != nil {
 			return nil, err
 		}
 	}
-	return injectStreamUsage(body, out, chatFields, req, opts)
+	return injectStreamUsage(body, out, chatFields, &sh, req, opts)
 }
 
 // CapField returns the output-cap field a model accepts: reasoning models

@@ -60,6 +60,7 @@ func scanChat(body []byte, opts llm.ParseOptions) (llm.Request, error) {
 		v.ready(opts, req.Model)
 	}
 	v.flush()
+	req.Shape = s.Shape()
 	return finishChat(req, f[:], &v.tc, &v.t, opts)
 }
 
@@ -198,12 +199,21 @@ func (v *chatScan) message(s *llm.Scan) {
 			v.noteValue(countJSON, c)
 		}
 	}
+	// Most messages have none of the fields counted as JSON: one test
+	// for the four.
+	if s.Members()&jsonMemberSlots == 0 {
+		return
+	}
 	for _, slot := range [...]int{slotToolCalls, slotFunctionCall, slotRefusal, slotAudio} {
 		if m, ok := s.Member(slot); ok {
 			v.noteValue(countJSON, m)
 		}
 	}
 }
+
+// jsonMemberSlots has the bits (llm.Scan.Members) of the fields of a
+// message counted as JSON.
+var jsonMemberSlots = uint64(1)<<slotToolCalls | 1<<slotFunctionCall | 1<<slotRefusal | 1<<slotAudio
 
 // part notes the count of a content part that is an object, as
 // contentTokens makes it.

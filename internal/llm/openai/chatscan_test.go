@@ -39,6 +39,7 @@ var chatScanCases = []struct{ name, body string }{
 	{"escapes", `{"model":"gpt-\u0034o","messages":[{"role":"user","con\u0074ent":"\u0068\u0069 \"quoted\" \\ \ud83d\ude00","n\u0061me":"\u00e9"}]}`},
 	{"names that are not strings", `{"model":"m","messages":[{"role":"user","content":"x","name":5},{"role":1,"name":null}]}`},
 	{"tool calls and the rest", `{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}],"function_call":{"name":"g"},"refusal":"no","audio":{"id":"x"}}],"tools":[{"type":"function"}],"functions":[{"name":"f"}]}`},
+	{"each counted as JSON alone", `{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"a"}]},{"role":"assistant","function_call":{"name":"g"}},{"role":"assistant","refusal":"no"},{"role":"assistant","audio":{"id":"x"}}]}`},
 	{"options", `{"model":"gpt-5","messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"include_usage":true},"max_completion_tokens":100,"max_tokens":50,"n":3,"reasoning_effort":"high","service_tier":"flex"}`},
 	{"unknown fields", `{"model":"m","temperature":0.5,"messages":[{"role":"user","content":"x","extra":{"content":"not a message's"}}],"metadata":{"messages":[{"content":"not the messages"}]}}`},
 	{"empty", `{"model":"m","messages":[]}`},

@@ -90,7 +90,7 @@ func (Completions) Inject(body []byte, req *llm.Request, opts llm.InjectOptions)
 			return nil, err
 		}
 	}
-	return injectStreamUsage(body, out, completionsFields, req, opts)
+	return injectStreamUsage(body, out, completionsFields, &llm.Shape{}, req, opts)
 }
 
 // NewUsageReader implements llm.API.

@@ -54,15 +54,16 @@ func streamUsage(v gjson.Result) (bool, error) {
 
 // injectStreamUsage sets stream_options.include_usage in body (or in
 // edited, when an earlier edit made it) when opts ask for it and the
-// streaming request does not.
-func injectStreamUsage(body, edited []byte, fields *llm.Fields, req *llm.Request, opts llm.InjectOptions) ([]byte, error) {
+// streaming request does not. sh is the Shape of the body edited, or the
+// zero Shape.
+func injectStreamUsage(body, edited []byte, fields *llm.Fields, sh *llm.Shape, req *llm.Request, opts llm.InjectOptions) ([]byte, error) {
 	if !opts.StreamUsage || !req.Stream || req.StreamUsage {
 		return edited, nil
 	}
 	if edited != nil {
 		body = edited
 	}
-	return llm.SetField(body, fields, true, "stream_options", "include_usage")
+	return sh.SetField(body, fields, true, "stream_options", "include_usage")
 }
 
 // promptTokens counts, into t, a prompt that may be a string, an array of
