@@ -44,12 +44,12 @@ func (r *StreamReader) scanChunk(data []byte) bool {
 			return false
 		}
 	}
-	usage, readable := c.u.usage()
+	usage, present, readable := c.u.usage()
 	if !readable {
 		// Left to scanEvent, and gjson, which mark the usage unreadable.
 		return false
 	}
-	if c.u.ok {
+	if present {
 		r.usage, r.hasUsage = usage, true
 	}
 	for _, t := range c.texts[:c.n] {

@@ -35,7 +35,7 @@ var sdkDivergences = map[string]string{
 	"counts as strings and other values":               "unreadable: the SDK reads \"100\" as 100 and true as 1",
 	"a prompt count as a string, alone":                "unreadable: the SDK reads \"100\" as 100",
 	"a completion count of true":                       "unreadable: the SDK reads true as 1",
-	"a count of null":                                  "unreadable: the SDK reads null as 0, and the other count",
+	"a count, then the same count null":                "unreadable: a count twice; the SDK reads the first",
 	"details that are not an object":                   "unreadable: the SDK reads the counts beside them",
 	// The Responses API's usage, which the chat chunk type has no field for.
 	"usage inside response": "the SDK's chunk has no response member",

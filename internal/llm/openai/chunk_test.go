@@ -45,10 +45,10 @@ func checkChunk(t *testing.T, ev []byte) {
 		if !m.members() {
 			t.Fatalf("exact read %q, members did not", ev)
 		}
-		eu, eok := e.u.usage()
-		mu, mok := m.u.usage()
-		if e.n != m.n || e.u.ok != m.u.ok || eu != mu || eok != mok {
-			t.Fatalf("after %q: exact noted %d texts and usage %+v %v (readable %v), members %d and %+v %v (readable %v)", ev, e.n, eu, e.u.ok, eok, m.n, mu, m.u.ok, mok)
+		eu, ep, eok := e.u.usage()
+		mu, mp, mok := m.u.usage()
+		if e.n != m.n || ep != mp || eu != mu || eok != mok {
+			t.Fatalf("after %q: exact noted %d texts and usage %+v %v (readable %v), members %d and %+v %v (readable %v)", ev, e.n, eu, ep, eok, m.n, mu, mp, mok)
 		}
 		for i := range e.n {
 			if !bytes.Equal(e.texts[i], m.texts[i]) {

@@ -2,42 +2,42 @@ package openai
 
 import (
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/internal/llm"
 )
 
 // usageSpans are the raw values of the members of a usage object that
 // readUsageRaw reads, nil for those absent.
 type usageSpans struct {
-	ok                        bool // a prompt or completion count was seen
 	seen                      usageSlot
 	input, output             []byte
 	cached, audioIn, audioOut []byte
 }
 
-// usage is readUsageRaw's reading of the object, and reports false for
-// one it finds unreadable.
-func (u *usageSpans) usage() (accounting.Usage, bool) {
+// usage is readUsageRaw's reading of the object: present, it holds a
+// prompt or completion count that is not null; readable, as readUsageRaw
+// reports it.
+func (u *usageSpans) usage() (usage accounting.Usage, present, readable bool) {
 	var out accounting.Usage
-	for _, c := range [...]struct {
+	for i, c := range [...]struct {
 		v   []byte
 		dst *int64
 	}{
 		{u.input, &out.InputTokens},
+		{u.output, &out.OutputTokens},
 		{u.cached, &out.CachedInputTokens},
 		{u.audioIn, &out.AudioInputTokens},
-		{u.output, &out.OutputTokens},
 		{u.audioOut, &out.AudioOutputTokens},
 	} {
 		if c.v == nil {
 			continue
 		}
-		n, ok := llm.ReadCountRaw(c.v)
+		n, set, ok := readCountRaw(c.v)
 		if !ok {
-			return accounting.Usage{}, false
+			return accounting.Usage{}, false, false
 		}
 		*c.dst = n
+		present = present || set && i < 2
 	}
-	return out.Clamp(), true
+	return out.Clamp(), present, true
 }
 
 // note notes a member of slot, and reports false for a second one: a
@@ -65,7 +65,6 @@ func chunkUsage(c *chunkScan) bool {
 		case 'p':
 			if c.lit2(`"prompt_`, `tokens":`) {
 				c.bad = !u.note(usageIn) || !c.countValue(&u.input)
-				u.ok = true
 				continue
 			}
 			if c.lit2(`"prompt_`, `tokens_d`) {
@@ -75,7 +74,6 @@ func chunkUsage(c *chunkScan) bool {
 		case 'i':
 			if c.lit2(`"input_t`, `okens":`) {
 				c.bad = !u.note(usageIn) || !c.countValue(&u.input)
-				u.ok = true
 				continue
 			}
 			if c.lit2(`"input_t`, `okens_de`) {
@@ -87,7 +85,6 @@ func chunkUsage(c *chunkScan) bool {
 				switch {
 				case c.lit(`ns":`):
 					c.bad = !u.note(usageOut) || !c.countValue(&u.output)
-					u.ok = true
 				case c.lit2(`ns_detai`, `ls":`):
 					c.bad = !u.note(usageOutDetails) || !chunkDetails(c, nil, &u.audioOut)
 				default:
@@ -98,7 +95,6 @@ func chunkUsage(c *chunkScan) bool {
 		case 'o':
 			if c.lit2(`"output_`, `tokens":`) {
 				c.bad = !u.note(usageOut) || !c.countValue(&u.output)
-				u.ok = true
 				continue
 			}
 			if c.lit2(`"output_`, `tokens_d`) {

@@ -70,12 +70,13 @@ func detailSlotOf(name string) usageSlot {
 // (input_tokens, output_tokens). Cached and audio tokens are parts of
 // the prompt, audio tokens a part of the completion, as OpenAI reports
 // them (prompt_tokens_details, completion_tokens_details). present: u
-// is an object with a prompt or completion count. readable: every member
-// it reads is unambiguous: the object is well-formed JSON, each count
-// a non-negative JSON integer (see llm.ReadCount), each details object
-// an object (or null), and none of them there twice, under one name or both of its names. Clients read a
-// repeated member differently (the first, the last), and an upstream
-// that sends two must not settle on the smaller.
+// is an object with a prompt or completion count (not null). readable:
+// every member it reads is unambiguous: the object is well-formed JSON,
+// each count null or a non-negative JSON integer (see readCount), each
+// details object an object (or null), and none of them there twice,
+// under one name or both of its names. Clients read a repeated member
+// differently (the first, the last), and an upstream that sends two
+// must not settle on the smaller.
 func readUsage(u gjson.Result) (out accounting.Usage, present, readable bool) {
 	if !u.IsObject() {
 		return accounting.Usage{}, false, true
@@ -98,14 +99,14 @@ func readUsage(u gjson.Result) (out accounting.Usage, present, readable bool) {
 			return false
 		}
 		seen |= slot
-		var ok bool
+		var set, ok bool
 		switch slot {
 		case usageIn:
-			out.InputTokens, ok = llm.ReadCount(v)
-			present = true
+			out.InputTokens, set, ok = readCount(v)
+			present = present || set
 		case usageOut:
-			out.OutputTokens, ok = llm.ReadCount(v)
-			present = true
+			out.OutputTokens, set, ok = readCount(v)
+			present = present || set
 		case usageInDetails:
 			ok = readDetails(v, &out.CachedInputTokens, &out.AudioInputTokens)
 		case usageOutDetails:
@@ -141,13 +142,38 @@ func readDetails(d gjson.Result, cached, audio *int64) bool {
 		}
 		seen |= slot
 		if slot == usageCached {
-			*cached, ok = llm.ReadCount(v)
+			*cached, _, ok = readCount(v)
 		} else {
-			*audio, ok = llm.ReadCount(v)
+			*audio, _, ok = readCount(v)
 		}
 		return ok
 	})
 	return ok
+}
+
+// readCount reads a count that may be null (see llm.ReadCount): set, it
+// is a count; ok, it is null or readable. A null count is no count, as
+// an absent one is, and as every client reads it (OpenAI's SDKs, nil or
+// None; JSON.parse, null): servers that copy OpenAI send null for one
+// they do not report, such as DashScope's and Dynamo's
+// "prompt_tokens_details":{"audio_tokens":null,"cached_tokens":0}, Azure's
+// embeddings' "completion_tokens":null, or Databricks' chunks before the
+// last, with "completion_tokens":null.
+func readCount(v gjson.Result) (n int64, set, ok bool) {
+	if v.Type == gjson.Null {
+		return 0, false, true
+	}
+	n, ok = llm.ReadCount(v)
+	return n, ok, ok
+}
+
+// readCountRaw is readCount on a raw JSON value.
+func readCountRaw(v []byte) (n int64, set, ok bool) {
+	if string(v) == "null" {
+		return 0, false, true
+	}
+	n, ok = llm.ReadCountRaw(v)
+	return n, ok, ok
 }
 
 // readUsageRaw is readUsage on a well-formed usage object's raw bytes,
@@ -169,14 +195,14 @@ func readUsageRaw(u []byte) (out accounting.Usage, present, readable bool) {
 			return accounting.Usage{}, present, false
 		}
 		seen |= slot
-		var ok bool
+		var set, ok bool
 		switch slot {
 		case usageIn:
-			out.InputTokens, ok = llm.ReadCountRaw(v)
-			present = true
+			out.InputTokens, set, ok = readCountRaw(v)
+			present = present || set
 		case usageOut:
-			out.OutputTokens, ok = llm.ReadCountRaw(v)
-			present = true
+			out.OutputTokens, set, ok = readCountRaw(v)
+			present = present || set
 		case usageInDetails:
 			ok = readDetailsRaw(v, &out.CachedInputTokens, &out.AudioInputTokens)
 		case usageOutDetails:
@@ -211,9 +237,9 @@ func readDetailsRaw(d []byte, cached, audio *int64) bool {
 		seen |= slot
 		var ok bool
 		if slot == usageCached {
-			*cached, ok = llm.ReadCountRaw(v)
+			*cached, _, ok = readCountRaw(v)
 		} else {
-			*audio, ok = llm.ReadCountRaw(v)
+			*audio, _, ok = readCountRaw(v)
 		}
 		if !ok {
 			return false

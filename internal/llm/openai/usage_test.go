@@ -28,7 +28,12 @@ func TestAbsurdUsage(t *testing.T) {
 		{Name: "a fraction in the details", Body: `{"usage":{"input_tokens":10,"output_tokens":2,"input_tokens_details":{"cached_tokens":3.99}}}`, Unreadable: true},
 		{Name: "strings", Body: `{"usage":{"prompt_tokens":"12","completion_tokens":5}}`, Unreadable: true},
 		{Name: "true", Body: `{"usage":{"prompt_tokens":12,"completion_tokens":true}}`, Unreadable: true},
-		{Name: "null", Body: `{"usage":{"prompt_tokens":12,"completion_tokens":null}}`, Unreadable: true},
+		{Name: "null", Body: `{"usage":{"prompt_tokens":12,"completion_tokens":null}}`,
+			Want: accounting.Usage{InputTokens: 12}},
+		{Name: "a count, then the same count null", Body: `{"usage":{"prompt_tokens":12,"completion_tokens":5,"completion_tokens":null}}`, Unreadable: true},
+		{Name: "null detail counts, as DashScope and Dynamo send them", Body: `{"usage":{"prompt_tokens":196,"completion_tokens":30,"total_tokens":226,` +
+			`"completion_tokens_details":{"accepted_prediction_tokens":null,"audio_tokens":null,"reasoning_tokens":0},"prompt_tokens_details":{"audio_tokens":null,"cached_tokens":192}}}`,
+			Want: accounting.Usage{InputTokens: 196, CachedInputTokens: 192, OutputTokens: 30}},
 		{Name: "a leading zero", Body: `{"usage":{"prompt_tokens":00,"completion_tokens":5}}`, Unreadable: true},
 		{Name: "a bare fraction", Body: `{"usage":{"prompt_tokens":.5,"completion_tokens":5}}`, Unreadable: true},
 		{Name: "a plus sign", Body: `{"usage":{"prompt_tokens":+100,"completion_tokens":5}}`, Unreadable: true},
@@ -47,6 +52,23 @@ func TestAbsurdUsage(t *testing.T) {
 	llmtest.CheckUsage(t, Chat{}, "application/json", cases)
 	for i := range cases {
 		cases[i].Body = "data: " + cases[i].Body + "\n\ndata: [DONE]\n\n"
+	}
+	llmtest.CheckUsage(t, Chat{}, "text/event-stream", cases)
+}
+
+// TestNullCountsInStreams: a stream whose usage chunks carry a null
+// count before the last, as Databricks sends them, settles on the last.
+func TestNullCountsInStreams(t *testing.T) {
+	const head = `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m",`
+	cases := []llmtest.Usage{
+		{Name: "null, then the count", Body: head + `"choices":[{"index":0,"delta":{"content":"hi"}}],` +
+			`"usage":{"cache_read_input_tokens":0,"completion_tokens":null,"prompt_tokens":9,"total_tokens":null}}` + "\n\n" +
+			head + `"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],` +
+			`"usage":{"cache_read_input_tokens":0,"completion_tokens":16,"prompt_tokens":9,"total_tokens":25}}` + "\n\ndata: [DONE]\n\n",
+			Want: accounting.Usage{InputTokens: 9, OutputTokens: 16}},
+		{Name: "the count, then a chunk with both null", Body: head + `"choices":[],"usage":{"completion_tokens":16,"prompt_tokens":9}}` + "\n\n" +
+			head + `"choices":[],"usage":{"completion_tokens":null,"prompt_tokens":null}}` + "\n\ndata: [DONE]\n\n",
+			Want: accounting.Usage{InputTokens: 9, OutputTokens: 16}},
 	}
 	llmtest.CheckUsage(t, Chat{}, "text/event-stream", cases)
 }
