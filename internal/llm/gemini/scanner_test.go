@@ -42,7 +42,10 @@ func TestScanner(t *testing.T) {
 			nil, "text", 0},
 		{"escapes in strings", `{"text":"a\"b\\c","usageMetadata":{"s":"}\"{"}}`,
 			[]string{`{"s":"}\"{"}`}, `a"b\c`, 0},
-		{"escaped key is not matched", `{"usage\u004detadata":{"x":1}}`, nil, "", 0},
+		{"escaped keys are read as JSON reads them", `{"usage\u004detadata":{"x":1},"t\u0065xt":"a","finish\u0052eason":"STOP"}`,
+			[]string{`{"x":1}`}, "a", 1},
+		{"an escaped key that is not one", `{"usage\u004Detadatax":{"x":1},"\\text":"a"}`, nil, "", 0},
+		{"an escaped key too long to be one", `{"` + strings.Repeat(`\u0020`, 20) + `usageMetadata":{"x":1}}`, nil, "", 0},
 		{"usage not an object", `{"usageMetadata":null,"usageMetadata":7}`, nil, "", 0},
 		{"stray closers are ignored", `}}]]{"usageMetadata":{"x":1}`, []string{`{"x":1}`}, "", 0},
 	}
@@ -129,6 +132,7 @@ func TestScannerRepeatedUsage(t *testing.T) {
 		{"usage nested deeper", `{"usageMetadata":{"promptTokenCount":1},"candidates":[{"usageMetadata":{}}]}`, 0},
 		{"usage twice", `{"usageMetadata":{"promptTokenCount":1},"usageMetadata":{"promptTokenCount":0}}`, 1},
 		{"usage under both names", `{"usageMetadata":{"promptTokenCount":1},"usage_metadata":null}`, 1},
+		{"usage twice, once under an escaped name", `{"usage\u004detadata":{"promptTokenCount":1},"usageMetadata":{"promptTokenCount":0}}`, 1},
 		{"usage twice in the second response", `[{"usageMetadata":{}},{"usageMetadata":{},"x":1,"usageMetadata":{}}]`, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

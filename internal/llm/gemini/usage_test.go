@@ -30,6 +30,10 @@ func TestAbsurdUsage(t *testing.T) {
 		{Name: "a count twice", Body: `{"usageMetadata":{"promptTokenCount":100,"candidatesTokenCount":5,"promptTokenCount":0}}`, Unreadable: true},
 		{Name: "a count under both names", Body: `{"usageMetadata":{"promptTokenCount":100,"candidatesTokenCount":5,"prompt_token_count":0}}`, Unreadable: true},
 		{Name: "usageMetadata twice", Body: `{"usageMetadata":{"promptTokenCount":100,"candidatesTokenCount":5},"usageMetadata":{"promptTokenCount":0}}`, Unreadable: true},
+		{Name: "usageMetadata twice, the first under an escaped name", Body: `{"usage\u004detadata":{"promptTokenCount":1000,"candidatesTokenCount":1000},` +
+			`"usageMetadata":{"promptTokenCount":1,"candidatesTokenCount":1}}`, Unreadable: true},
+		{Name: "usageMetadata under an escaped name", Body: `{"usage\u004detadata":{"promptTokenCount":100,"candidatesTokenCount":5}}`,
+			Want: accounting.Usage{InputTokens: 100, OutputTokens: 5}},
 		{Name: "usageMetadata under both names", Body: `{"usageMetadata":{"promptTokenCount":100,"candidatesTokenCount":5},"usage_metadata":{}}`, Unreadable: true},
 	}
 	llmtest.CheckUsage(t, GenerateContent{}, "application/json", cases)
