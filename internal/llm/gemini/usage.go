@@ -106,7 +106,10 @@ func (m Metadata) Usage() accounting.Usage {
 // empty) in a list of ModalityTokenCount objects ({"modality": "AUDIO",
 // "tokenCount": 120}), each saturating at accounting.MaxTokens, and
 // reports whether the list could be read: null or a list of objects
-// whose count, if any, is under one name, once, and readable.
+// whose count, if any, is under one name, once, and readable, and whose
+// modality, if any, is there once (a client that reads the last of
+// "modality":"TEXT","modality":"AUDIO" prices audio where the first
+// reads text).
 func modalityCounts(list gjson.Result, a, b string) (na, nb int64, ok bool) {
 	if list.Type == gjson.Null {
 		return 0, 0, true
@@ -121,19 +124,24 @@ func modalityCounts(list gjson.Result, a, b string) (na, nb int64, ok bool) {
 			return false
 		}
 		var n int64
-		counts := 0
+		var modality gjson.Result
+		counts, modalities := 0, 0
 		e.ForEach(func(k, v gjson.Result) bool {
-			if k.Str == "tokenCount" || k.Str == "token_count" {
+			switch k.Str {
+			case "tokenCount", "token_count":
 				counts++
 				n, ok = llm.ReadCount(v)
+			case "modality":
+				modalities++
+				modality = v
 			}
-			return ok && counts < 2
+			return ok && counts < 2 && modalities < 2
 		})
-		if !ok || counts > 1 {
+		if !ok || counts > 1 || modalities > 1 {
 			ok = false
 			return false
 		}
-		switch e.Get("modality").Str {
+		switch modality.Str {
 		case a:
 			na = accounting.ClampTokens(na + n)
 		case b:

@@ -66,6 +66,8 @@ func TestModalityUsage(t *testing.T) {
 		{Name: "details of the wrong shape", Body: `{"usageMetadata":{"promptTokenCount":10,"candidatesTokensDetails":[7]}}`, Unreadable: true},
 		{Name: "a detail count twice", Body: `{"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":100,` +
 			`"candidatesTokensDetails":[{"modality":"AUDIO","tokenCount":60,"token_count":0}]}}`, Unreadable: true},
+		{Name: "a modality twice", Body: `{"usageMetadata":{"promptTokenCount":100,"candidatesTokenCount":5,` +
+			`"promptTokensDetails":[{"modality":"TEXT","modality":"AUDIO","tokenCount":100}]}}`, Unreadable: true},
 		{Name: "a detail count as a string", Body: `{"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":100,` +
 			`"candidatesTokensDetails":[{"modality":"AUDIO","tokenCount":"60"}]}}`, Unreadable: true},
 	}
