@@ -143,6 +143,15 @@ var chunkAttacks = []chunkAttack{
 		event: attackHead + `"choices":[],"extra":{"usage":{"prompt_tokens":1,"completion_tokens":1}}}`},
 	{name: "usage inside response", fast: false, usage: inOut(1, 1),
 		event: attackHead + `"choices":[],"response":{"usage":{"prompt_tokens":1,"completion_tokens":1}}}`},
+	{name: "usage and Groq's usage, the same", fast: false, usage: inOut(100, 50),
+		event: attackHead + `"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":50},` +
+			`"x_groq":{"id":"req_1","usage":{"queue_time":0.02,"prompt_tokens":100,"completion_tokens":50}}}`},
+	{name: "usage and Groq's usage, the second lower", fast: false,
+		event: attackHead + `"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":50},"x_groq":{"usage":{"prompt_tokens":1,"completion_tokens":1}}}`},
+	{name: "usage inside response, then usage lower", fast: false,
+		event: attackHead + `"choices":[],"response":{"usage":{"input_tokens":100,"output_tokens":50}},"usage":{"input_tokens":1,"output_tokens":1}}`},
+	{name: "usage inside response, then usage without counts", fast: false, usage: inOut(100, 50),
+		event: attackHead + `"choices":[],"response":{"usage":{"input_tokens":100,"output_tokens":50}},"usage":{"total_tokens":1}}`},
 	{name: "usage inside usage", fast: true, usage: inOut(100, 50),
 		event: attackHead + `"choices":[],"usage":{"usage":{"prompt_tokens":1,"completion_tokens":1},"prompt_tokens":100,"completion_tokens":50}}`},
 

@@ -37,8 +37,13 @@ var sdkDivergences = map[string]string{
 	"a completion count of true":                       "unreadable: the SDK reads true as 1",
 	"a count, then the same count null":                "unreadable: a count twice; the SDK reads the first",
 	"details that are not an object":                   "unreadable: the SDK reads the counts beside them",
+	// Usage under two members that differ: the chat SDK reads "usage",
+	// a Groq or Responses client the other; the reader finds them
+	// unreadable.
+	"usage and Groq's usage, the second lower": "unreadable: two usages differ; the SDK reads usage",
 	// The Responses API's usage, which the chat chunk type has no field for.
-	"usage inside response": "the SDK's chunk has no response member",
+	"usage inside response":                            "the SDK's chunk has no response member",
+	"usage inside response, then usage without counts": "the SDK's chunk has no response member, and reads usage's zeros",
 }
 
 // TestChunkAttacksAsTheSDK: the usage the reader takes from each chunk

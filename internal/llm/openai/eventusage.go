@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/internal/llm"
 )
 
@@ -8,8 +9,26 @@ import (
 // "usage", and "response" or "x_groq" (whose "usage" the reader reads).
 // Each may appear once; clients read a repeated one differently (the Go
 // SDKs the first, JSON.parse and Python the last), so a second makes the
-// stream's usage unreadable rather than letting either settle it.
-type eventUsageKeys struct{ usage, nested bool }
+// stream's usage unreadable rather than letting either settle it. An
+// event may carry usage under both (Groq's last chunk, in "usage" and
+// "x_groq"), but only the same usage: a client of one API reads one of
+// them (the Responses API's, response.usage; chat's, usage), and the
+// reader the last, so two that differ are unreadable too.
+type eventUsageKeys struct {
+	usage, nested bool
+	read          bool // a usage object with counts was read: first
+	first         accounting.Usage
+}
+
+// agree notes usage read from one of the event's usage members, and
+// reports false if another one read differs from it.
+func (k *eventUsageKeys) agree(u accounting.Usage) bool {
+	if k.read {
+		return u == k.first
+	}
+	k.read, k.first = true, u
+	return true
+}
 
 // add notes a usage member, and reports false for one the event has
 // shown already.

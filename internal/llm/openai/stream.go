@@ -305,7 +305,8 @@ func (r *StreamReader) scanEvent(data []byte) bool {
 	}
 	// Usage is read before anything is acted on: an event whose usage is
 	// not read unambiguously is left to gjson, which marks the stream's
-	// usage unreadable. Events carry at most one usage, so one is kept.
+	// usage unreadable. An event may carry usage under two members, which
+	// must agree (see eventUsageKeys).
 	var keys eventUsageKeys
 	var usage accounting.Usage
 	hasUsage := false
@@ -329,6 +330,9 @@ func (r *StreamReader) scanEvent(data []byte) bool {
 			return false
 		}
 		if present {
+			if !keys.agree(got) {
+				return false
+			}
 			usage, hasUsage = got, true
 		}
 	}
@@ -404,6 +408,9 @@ func (r *StreamReader) applyUsage(u gjson.Result) {
 	case !readable:
 		r.unreadable = true
 	case present:
+		if !r.usageKeys.agree(usage) {
+			r.unreadable = true
+		}
 		r.usage, r.hasUsage = usage, true
 	}
 }
