@@ -158,7 +158,7 @@ func (c *chunkScan) members() bool {
 				if c.at('{') {
 					c.bad = hasUsage || !chunkUsage(c)
 				} else {
-					// parseUsageRaw reads nothing but an object.
+					// readUsageRaw reads nothing but an object.
 					c.bad = hasUsage || !c.skip()
 				}
 				hasUsage = true
@@ -318,4 +318,4 @@ func chunkFunction(c *chunkScan) bool {
 	return !c.bad
 }
 
-// usageSpans are the values of a usage object that parseUsageRaw reads
+// usageSpans are the values of a usage object that readUsageRaw reads
