@@ -44,13 +44,17 @@ func (r *StreamReader) scanChunk(data []byte) bool {
 			return false
 		}
 	}
-	usage, present, readable := c.u.usage()
-	if !readable {
-		// Left to scanEvent, and gjson, which mark the usage unreadable.
-		return false
-	}
-	if present {
-		r.usage, r.hasUsage = usage, true
+	// Most chunks have no usage object, or one without counts: their
+	// usage is not read (seen notes a count or details object).
+	if c.u.seen != 0 {
+		usage, present, readable := c.u.usage()
+		if !readable {
+			// Left to scanEvent, and gjson, which mark the usage unreadable.
+			return false
+		}
+		if present {
+			r.usage, r.hasUsage = usage, true
+		}
 	}
 	for _, t := range c.texts[:c.n] {
 		r.countValue(t)
