@@ -40,15 +40,22 @@ func ReadMetadata(u gjson.Result) (m Metadata, present, readable bool) {
 	if !u.IsObject() {
 		return m, false, true
 	}
-	if !llm.WellFormedObject(llm.BytesView(u.Raw)) {
-		return Metadata{}, false, false
-	}
-	readable = true
+	return readMetadataRaw(llm.BytesView(u.Raw))
+}
+
+// readMetadataRaw is ReadMetadata on an object's raw bytes: it reads the
+// members with the scanner, which finds whether the object is
+// well-formed in the same pass (a Gemini stream carries usage on every
+// event; gjson's walk and the scanner's, both, cost a fifth of reading
+// the stream).
+func readMetadataRaw(u []byte) (m Metadata, present, readable bool) {
 	var seen [7]bool
-	u.ForEach(func(k, v gjson.Result) bool {
+	var scratch [32]byte
+	it := llm.ScanObject(u)
+	for k, v, more := it.Next(); more; k, v, more = it.Next() {
 		var dst *int64
 		var slot int
-		switch k.Str {
+		switch llm.DecodeJSONString(k, scratch[:]) {
 		case "promptTokenCount", "prompt_token_count":
 			dst, slot = &m.Prompt, 0
 		case "cachedContentTokenCount", "cached_content_token_count":
@@ -64,25 +71,27 @@ func ReadMetadata(u gjson.Result) (m Metadata, present, readable bool) {
 		case "candidatesTokensDetails", "candidates_tokens_details":
 			slot = 6
 		default:
-			return true
+			continue
 		}
 		if seen[slot] {
-			readable = false
-			return false
+			return Metadata{}, true, false
 		}
 		seen[slot] = true
+		ok := true
 		switch slot {
 		case 5:
-			m.AudioPrompt, _, readable = modalityCounts(v, "AUDIO", "")
+			m.AudioPrompt, _, ok = modalityCounts(v, "AUDIO", "")
 		case 6:
-			m.AudioCandidates, m.ImageCandidates, readable = modalityCounts(v, "AUDIO", "IMAGE")
+			m.AudioCandidates, m.ImageCandidates, ok = modalityCounts(v, "AUDIO", "IMAGE")
 		default:
-			*dst, readable = llm.ReadCount(v)
+			*dst, ok = llm.ReadCountRaw(v)
 		}
-		return readable
-	})
-	if !readable {
-		return Metadata{}, true, false
+		if !ok {
+			return Metadata{}, true, false
+		}
+	}
+	if !it.WellFormed() {
+		return Metadata{}, false, false
 	}
 	return m, true, true
 }
@@ -104,53 +113,56 @@ func (m Metadata) Usage() accounting.Usage {
 
 // modalityCounts sums the token counts of modalities a and b (b may be
 // empty) in a list of ModalityTokenCount objects ({"modality": "AUDIO",
-// "tokenCount": 120}), each saturating at accounting.MaxTokens, and
-// reports whether the list could be read: null or a list of objects
-// whose count, if any, is under one name, once, and readable, and whose
-// modality, if any, is there once (a client that reads the last of
-// "modality":"TEXT","modality":"AUDIO" prices audio where the first
-// reads text).
-func modalityCounts(list gjson.Result, a, b string) (na, nb int64, ok bool) {
-	if list.Type == gjson.Null {
+// "tokenCount": 120}), raw and well-formed, each saturating at
+// accounting.MaxTokens, and reports whether the list could be read: null
+// or a list of objects whose count, if any, is under one name, once, and
+// readable, and whose modality, if any, is there once (a client that
+// reads the last of "modality":"TEXT","modality":"AUDIO" prices audio
+// where the first reads text).
+func modalityCounts(list []byte, a, b string) (na, nb int64, ok bool) {
+	if string(list) == "null" {
 		return 0, 0, true
 	}
-	if !list.IsArray() {
+	if len(list) == 0 || list[0] != '[' {
 		return 0, 0, false
 	}
-	ok = true
-	list.ForEach(func(_, e gjson.Result) bool {
-		if !e.IsObject() {
-			ok = false
-			return false
+	var scratch [32]byte
+	entries := llm.ScanArray(list)
+	for _, e, more := entries.Next(); more; _, e, more = entries.Next() {
+		if e[0] != '{' {
+			return 0, 0, false
 		}
 		var n int64
-		var modality gjson.Result
-		counts, modalities := 0, 0
-		e.ForEach(func(k, v gjson.Result) bool {
-			switch k.Str {
+		var modality []byte
+		counted := false
+		members := llm.ScanObject(e)
+		for k, v, more := members.Next(); more; k, v, more = members.Next() {
+			switch llm.DecodeJSONString(k, scratch[:]) {
 			case "tokenCount", "token_count":
-				counts++
-				n, ok = llm.ReadCount(v)
+				if counted {
+					return 0, 0, false
+				}
+				counted = true
+				if n, ok = llm.ReadCountRaw(v); !ok {
+					return 0, 0, false
+				}
 			case "modality":
-				modalities++
+				if modality != nil {
+					return 0, 0, false
+				}
 				modality = v
 			}
-			return ok && counts < 2 && modalities < 2
-		})
-		if !ok || counts > 1 || modalities > 1 {
-			ok = false
-			return false
 		}
-		switch modality.Str {
+		// gjson's reading of the modality: a string's text, "" for any
+		// other value.
+		var buf []byte
+		text, _ := llm.JSONText(modality, &buf)
+		switch text {
 		case a:
 			na = accounting.ClampTokens(na + n)
 		case b:
 			nb = accounting.ClampTokens(nb + n)
 		}
-		return true
-	})
-	if !ok {
-		return 0, 0, false
 	}
 	return na, nb, true
 }

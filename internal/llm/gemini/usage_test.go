@@ -3,7 +3,10 @@ package gemini
 import (
 	"testing"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/internal/llm"
 	"github.com/tokenwarden/tokenwarden/internal/llm/llmtest"
 )
 
@@ -76,4 +79,128 @@ func TestModalityUsage(t *testing.T) {
 		cases[i].Body = "data: " + cases[i].Body + "\r\n\r\n"
 	}
 	llmtest.CheckUsage(t, GenerateContent{}, "text/event-stream", cases)
+}
+
+// readMetadataGJSON is ReadMetadata as gjson reads it, the way it was
+// written before readMetadataRaw: FuzzReadMetadata holds the two alike.
+func readMetadataGJSON(u gjson.Result) (m Metadata, present, readable bool) {
+	if !u.IsObject() {
+		return m, false, true
+	}
+	if !llm.WellFormedObject(llm.BytesView(u.Raw)) {
+		return Metadata{}, false, false
+	}
+	readable = true
+	var seen [7]bool
+	u.ForEach(func(k, v gjson.Result) bool {
+		var dst *int64
+		var slot int
+		switch k.Str {
+		case "promptTokenCount", "prompt_token_count":
+			dst, slot = &m.Prompt, 0
+		case "cachedContentTokenCount", "cached_content_token_count":
+			dst, slot = &m.Cached, 1
+		case "candidatesTokenCount", "candidates_token_count":
+			dst, slot = &m.Candidates, 2
+		case "thoughtsTokenCount", "thoughts_token_count":
+			dst, slot = &m.Thoughts, 3
+		case "toolUsePromptTokenCount", "tool_use_prompt_token_count":
+			dst, slot = &m.ToolPrompt, 4
+		case "promptTokensDetails", "prompt_tokens_details":
+			slot = 5
+		case "candidatesTokensDetails", "candidates_tokens_details":
+			slot = 6
+		default:
+			return true
+		}
+		if seen[slot] {
+			readable = false
+			return false
+		}
+		seen[slot] = true
+		switch slot {
+		case 5:
+			m.AudioPrompt, _, readable = modalityCountsGJSON(v, "AUDIO", "")
+		case 6:
+			m.AudioCandidates, m.ImageCandidates, readable = modalityCountsGJSON(v, "AUDIO", "IMAGE")
+		default:
+			*dst, readable = llm.ReadCount(v)
+		}
+		return readable
+	})
+	if !readable {
+		return Metadata{}, true, false
+	}
+	return m, true, true
+}
+
+func modalityCountsGJSON(list gjson.Result, a, b string) (na, nb int64, ok bool) {
+	if list.Type == gjson.Null {
+		return 0, 0, true
+	}
+	if !list.IsArray() {
+		return 0, 0, false
+	}
+	ok = true
+	list.ForEach(func(_, e gjson.Result) bool {
+		if !e.IsObject() {
+			ok = false
+			return false
+		}
+		var n int64
+		var modality gjson.Result
+		counts, modalities := 0, 0
+		e.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "tokenCount", "token_count":
+				counts++
+				n, ok = llm.ReadCount(v)
+			case "modality":
+				modalities++
+				modality = v
+			}
+			return ok && counts < 2 && modalities < 2
+		})
+		if !ok || counts > 1 || modalities > 1 {
+			ok = false
+			return false
+		}
+		switch modality.Str {
+		case a:
+			na = accounting.ClampTokens(na + n)
+		case b:
+			nb = accounting.ClampTokens(nb + n)
+		}
+		return true
+	})
+	if !ok {
+		return 0, 0, false
+	}
+	return na, nb, true
+}
+
+// FuzzReadMetadata holds ReadMetadata, which reads with the scanner, to
+// gjson's reading of the same usageMetadata object.
+func FuzzReadMetadata(f *testing.F) {
+	for _, s := range []string{
+		`{"promptTokenCount":5,"candidatesTokenCount":3,"totalTokenCount":8}`,
+		`{"prompt_token_count":5,"promptTokensDetails":[{"modality":"TEXT","tokenCount":3},{"modality":"AUDIO","tokenCount":2}]}`,
+		`{"candidatesTokensDetails":[{"modality":"IMAGE","token_count":1e3},{"modality":"AUDIO"}],"thoughtsTokenCount":1}`,
+		`{"promptTokensDetails":[{"modality":"TEXT","modality":"AUDIO","tokenCount":1}]}`,
+		`{"promptTokensDetails":[{"modality":"AU\u0044IO","tokenCount":1}],"promptTokensDetails":null}`,
+		`{"promptTokenCount":"5","candidatesTokenCount":-1,"cachedContentTokenCount":00}`,
+		`{"promptTokenCount":1,"promptTokenCount":2}`,
+		`{"promptTokensDetails":[7],"candidatesTokensDetails":{}}`,
+		`{"promptTokenCount":1 "x":2}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		u := gjson.Parse(s)
+		m, p, r := ReadMetadata(u)
+		gm, gp, gr := readMetadataGJSON(u)
+		if r != gr || r && (m != gm || p != gp) {
+			t.Fatalf("%q: ReadMetadata got %+v present %v readable %v, gjson %+v %v %v", s, m, p, r, gm, gp, gr)
+		}
+	})
 }
