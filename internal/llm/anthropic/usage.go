@@ -31,23 +31,26 @@ func (f *UsageFields) Apply(u gjson.Result) (present, readable bool) {
 	if !u.IsObject() {
 		return false, true
 	}
-	if !llm.WellFormedObject(llm.BytesView(u.Raw)) {
-		return false, false
-	}
-	readable = true
+	return f.applyRaw(llm.BytesView(u.Raw))
+}
+
+// applyRaw is Apply on an object's raw bytes: it reads the members with
+// the scanner, which finds whether the object is well-formed in the same
+// pass, rather than checking it first and walking it with gjson after.
+func (f *UsageFields) applyRaw(u []byte) (present, readable bool) {
 	var seen [5]bool
-	u.ForEach(func(k, v gjson.Result) bool {
+	var scratch [40]byte
+	it := llm.ScanObject(u)
+	for k, v, more := it.Next(); more; k, v, more = it.Next() {
 		var dst *int64
 		var slot int
-		switch k.Str {
+		switch llm.DecodeJSONString(k, scratch[:]) {
 		case "cache_creation":
-			if seen[4] {
-				readable = false
-				return false
+			if seen[4] || !f.applyBreakdown(v) {
+				return present, false
 			}
 			seen[4] = true
-			readable = f.applyBreakdown(v)
-			return readable
+			continue
 		case "input_tokens":
 			dst, slot = &f.Input, 0
 		case "cache_creation_input_tokens":
@@ -57,62 +60,64 @@ func (f *UsageFields) Apply(u gjson.Result) (present, readable bool) {
 		case "output_tokens":
 			dst, slot = &f.Output, 3
 		default:
-			return true
+			continue
 		}
 		if seen[slot] {
-			readable = false
-			return false
+			return present, false
 		}
 		seen[slot] = true
 		set, ok := setCount(dst, v)
+		if !ok {
+			return present, false
+		}
 		present = present || set
-		readable = ok
-		return ok
-	})
-	return present, readable
+	}
+	return present, it.WellFormed()
 }
 
-// applyBreakdown reads cache_creation, and reports whether it could.
-func (f *UsageFields) applyBreakdown(v gjson.Result) bool {
-	if v.Type == gjson.Null {
+// applyBreakdown reads cache_creation, raw and well-formed, and reports
+// whether it could.
+func (f *UsageFields) applyBreakdown(v []byte) bool {
+	if string(v) == "null" {
 		return true
 	}
-	if !v.IsObject() {
+	if v[0] != '{' {
 		return false
 	}
 	f.Split = true
-	ok := true
 	var seen [2]bool
-	v.ForEach(func(k, v gjson.Result) bool {
+	var scratch [40]byte
+	it := llm.ScanObject(v)
+	for k, v, more := it.Next(); more; k, v, more = it.Next() {
 		var dst *int64
 		var slot int
-		switch k.Str {
+		switch llm.DecodeJSONString(k, scratch[:]) {
 		case "ephemeral_5m_input_tokens":
 			dst, slot = &f.Ephemeral5m, 0
 		case "ephemeral_1h_input_tokens":
 			dst, slot = &f.Ephemeral1h, 1
 		default:
-			return true
+			continue
 		}
 		if seen[slot] {
-			ok = false
 			return false
 		}
 		seen[slot] = true
-		_, ok = setCount(dst, v)
-		return ok
-	})
-	return ok
+		if _, ok := setCount(dst, v); !ok {
+			return false
+		}
+	}
+	return true
 }
 
-// setCount stores a token count (see llm.ReadCount): set, it did; ok,
-// the count was readable. A null leaves dst alone, as Anthropic sends
+// setCount stores a token count (see llm.ReadCount), raw: set, it did;
+// ok, the count was readable. A null leaves dst alone, as Anthropic sends
 // null for a count it does not report.
-func setCount(dst *int64, v gjson.Result) (set, ok bool) {
-	if v.Type == gjson.Null {
+func setCount(dst *int64, v []byte) (set, ok bool) {
+	if string(v) == "null" {
 		return false, true
 	}
-	n, ok := llm.ReadCount(v)
+	n, ok := llm.ReadCountRaw(v)
 	if !ok {
 		return false, false
 	}

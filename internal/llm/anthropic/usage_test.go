@@ -3,7 +3,10 @@ package anthropic
 import (
 	"testing"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/internal/llm"
 	"github.com/tokenwarden/tokenwarden/internal/llm/llmtest"
 )
 
@@ -72,4 +75,128 @@ func TestUnreadableStreamUsage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// applyGJSON is Apply as gjson reads it, the way it was written before
+// applyRaw: FuzzApply holds the two alike.
+func (f *UsageFields) applyGJSON(u gjson.Result) (present, readable bool) {
+	if !u.IsObject() {
+		return false, true
+	}
+	if !llm.WellFormedObject(llm.BytesView(u.Raw)) {
+		return false, false
+	}
+	readable = true
+	var seen [5]bool
+	u.ForEach(func(k, v gjson.Result) bool {
+		var dst *int64
+		var slot int
+		switch k.Str {
+		case "cache_creation":
+			if seen[4] {
+				readable = false
+				return false
+			}
+			seen[4] = true
+			readable = f.applyBreakdownGJSON(v)
+			return readable
+		case "input_tokens":
+			dst, slot = &f.Input, 0
+		case "cache_creation_input_tokens":
+			dst, slot = &f.CacheCreation, 1
+		case "cache_read_input_tokens":
+			dst, slot = &f.CacheRead, 2
+		case "output_tokens":
+			dst, slot = &f.Output, 3
+		default:
+			return true
+		}
+		if seen[slot] {
+			readable = false
+			return false
+		}
+		seen[slot] = true
+		set, ok := setCountGJSON(dst, v)
+		present = present || set
+		readable = ok
+		return ok
+	})
+	return present, readable
+}
+
+// applyBreakdown reads cache_creation, and reports whether it could.
+func (f *UsageFields) applyBreakdownGJSON(v gjson.Result) bool {
+	if v.Type == gjson.Null {
+		return true
+	}
+	if !v.IsObject() {
+		return false
+	}
+	f.Split = true
+	ok := true
+	var seen [2]bool
+	v.ForEach(func(k, v gjson.Result) bool {
+		var dst *int64
+		var slot int
+		switch k.Str {
+		case "ephemeral_5m_input_tokens":
+			dst, slot = &f.Ephemeral5m, 0
+		case "ephemeral_1h_input_tokens":
+			dst, slot = &f.Ephemeral1h, 1
+		default:
+			return true
+		}
+		if seen[slot] {
+			ok = false
+			return false
+		}
+		seen[slot] = true
+		_, ok = setCountGJSON(dst, v)
+		return ok
+	})
+	return ok
+}
+
+// setCount stores a token count (see llm.ReadCount): set, it did; ok,
+// the count was readable. A null leaves dst alone, as Anthropic sends
+// null for a count it does not report.
+func setCountGJSON(dst *int64, v gjson.Result) (set, ok bool) {
+	if v.Type == gjson.Null {
+		return false, true
+	}
+	n, ok := llm.ReadCount(v)
+	if !ok {
+		return false, false
+	}
+	*dst = n
+	return true, true
+}
+
+// FuzzApply holds Apply, which reads with the scanner, to gjson's
+// reading of the same usage object, applied to the same fields.
+func FuzzApply(f *testing.F) {
+	for _, s := range []string{
+		`{"input_tokens":5,"cache_creation_input_tokens":0,"cache_read_input_tokens":2,"output_tokens":1}`,
+		`{"input_tokens":5,"cache_creation":{"ephemeral_5m_input_tokens":3,"ephemeral_1h_input_tokens":1},"service_tier":"standard"}`,
+		`{"output_tokens":15,"cache_creation_input_tokens":null,"server_tool_use":{"web_search_requests":1}}`,
+		`{"input_tokens":"5","output_tokens":-1}`,
+		`{"input_tokens":5,"input_tokens":0}`,
+		`{"cache_creation":{"ephemeral_5m_input_tokens":1,"ephemeral_5m_input_tokens":0}}`,
+		`{"cache_creation":7}`,
+		`{"cache_creation":null,"cache_creation":{}}`,
+		`{"input_t\u006fkens":5}`,
+		`{"input_tokens":1 "x":2}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		u := gjson.Parse(s)
+		start := UsageFields{Input: 7, Output: 3}
+		a, g := start, start
+		p, r := a.Apply(u)
+		gp, gr := g.applyGJSON(u)
+		if r != gr || r && (p != gp || a != g) {
+			t.Fatalf("%q: Apply got %+v present %v readable %v, gjson %+v %v %v", s, a, p, r, g, gp, gr)
+		}
+	})
 }
