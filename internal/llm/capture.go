@@ -69,3 +69,19 @@ func (c *Capture) Get(key string) gjson.Result {
 	}
 	return gjson.Parse(View(rest[j+1:]))
 }
+
+// GetOnce is Get, and reports false when the body holds the top-level
+// field more than once (see UniqueMember). Of an oversized body only the
+// tail is kept, in which Get finds the last. Like Get, it reads the body
+// from its first '{' or '[': bytes before it, such as a byte order mark,
+// do not hide the usage.
+func (c *Capture) GetOnce(key string) (gjson.Result, bool) {
+	if c.overflow {
+		return c.Get(key), true
+	}
+	body := c.buf
+	if i := bytes.IndexAny(body, "{["); i > 0 {
+		body = body[i:]
+	}
+	return UniqueMember(gjson.Parse(View(body)), key)
+}

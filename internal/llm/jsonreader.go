@@ -23,8 +23,15 @@ func NewJSONReader(opts ReaderOptions, parse func(gjson.Result) (accounting.Usag
 // Write implements UsageReader.
 func (r *JSONReader) Write(p []byte) { r.body.Write(p) }
 
-// Usage implements UsageReader.
-func (r *JSONReader) Usage() (accounting.Usage, bool) { return r.parse(r.body.Get("usage")) }
+// Usage implements UsageReader. A body with two "usage" fields has none
+// that settlement may trust: it falls back as for a body without.
+func (r *JSONReader) Usage() (accounting.Usage, bool) {
+	u, once := r.body.GetOnce("usage")
+	if !once {
+		return accounting.Usage{}, false
+	}
+	return r.parse(u)
+}
 
 // Final implements UsageReader: a reply's usage is whole once it is
 // there.

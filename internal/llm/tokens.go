@@ -16,7 +16,8 @@ import (
 // fraction is rounded down; and a count too large to book, such as 1e30
 // or 9223372036854775808, as accounting.MaxTokens. gjson's Int would
 // clamp 1e30 to the largest int64, and two of those add up to a negative
-// number. Every usage reader reads every count with it.
+// number. The usage readers read counts with ReadCount, which reads a
+// readable count with it.
 func TokenCount(v gjson.Result) int64 {
 	if v.Type != gjson.Number {
 		return 0
@@ -36,22 +37,10 @@ func TokenCount(v gjson.Result) int64 {
 	return int64(math.Floor(f))
 }
 
-// TokenCountRaw is TokenCount of a raw, well-formed JSON value (nil for
-// none), as the stream readers' fast path finds it.
-func TokenCountRaw(v []byte) int64 {
-	if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
-		return 0
-	}
-	if n, ok := plainCount(v); ok {
-		return accounting.ClampTokens(n)
-	}
-	return TokenCount(gjson.Result{Type: gjson.Number, Raw: View(v)})
-}
-
 // plainCount reads a count of digits alone, as providers send every
 // count, short enough not to overflow: what ParseInt would read, at a
 // fraction of its cost, which was most of reading a streamed usage
-// object.
+// object (see ReadCountRaw).
 func plainCount(v []byte) (int64, bool) {
 	if len(v) > 18 {
 		return 0, false

@@ -44,9 +44,6 @@ func TestTokenCount(t *testing.T) {
 			if got := TokenCount(gjson.Parse(tc.raw)); got != tc.want {
 				t.Errorf("got %d, want %d", got, tc.want)
 			}
-			if got := TokenCountRaw([]byte(tc.raw)); got != tc.want {
-				t.Errorf("raw: got %d, want %d", got, tc.want)
-			}
 		})
 	}
 	if got := TokenCount(gjson.Result{}); got != 0 {

@@ -17,10 +17,13 @@ func (Messages) NewUsageReader(req *llm.Request, contentType string, opts llm.Re
 	return llm.NewJSONReader(opts, ParseUsage)
 }
 
-// ParseUsage maps an Anthropic usage object onto accounting.Usage.
+// ParseUsage maps an Anthropic usage object onto accounting.Usage, and
+// reports false for none, or for one that cannot be read unambiguously
+// (see UsageFields.Apply): settlement then falls back as for a reply
+// without usage.
 func ParseUsage(u gjson.Result) (accounting.Usage, bool) {
 	var f UsageFields
-	if !f.Apply(u) {
+	if present, readable := f.Apply(u); !present || !readable {
 		return accounting.Usage{}, false
 	}
 	return f.Usage(), true
@@ -38,8 +41,11 @@ type StreamReader struct {
 	fields   UsageFields
 	started  bool // message_start reported usage
 	final    bool // message_delta reported usage
-	errored  bool
-	observed int64
+	// unreadable: an event's usage could not be read unambiguously (see
+	// UsageFields.Apply): the stream reports none, for good.
+	unreadable bool
+	errored    bool
+	observed   int64
 	// buf holds the current event's escaped text, decoded.
 	buf []byte
 }
@@ -82,11 +88,13 @@ func (r *StreamReader) readEvent(data []byte, scan bool) {
 			r.count(d.Get(field).Str)
 		}
 	case "message_start":
-		if r.fields.Apply(doc.Get("message.usage")) {
+		msg, once := llm.UniqueMember(doc, "message")
+		u, uonce := llm.UniqueMember(msg, "usage")
+		if r.apply(u, once && uonce) {
 			r.started = true
 		}
 	case "message_delta":
-		if r.fields.Apply(doc.Get("usage")) {
+		if r.apply(llm.UniqueMember(doc, "usage")) {
 			r.final = true
 		}
 	case "error":
@@ -94,6 +102,18 @@ func (r *StreamReader) readEvent(data []byte, scan bool) {
 	}
 	// ping, content_block_start/stop, message_stop and events not known
 	// yet carry nothing to count.
+}
+
+// apply applies an event's usage u, found once or not, and reports
+// whether it set a count; usage found twice or unreadable makes the
+// stream's unreadable.
+func (r *StreamReader) apply(u gjson.Result, once bool) bool {
+	present, readable := r.fields.Apply(u)
+	if !once || !readable {
+		r.unreadable = true
+		return false
+	}
+	return present
 }
 
 // deltaNames are the members of a delta the scanner reads: its type and
@@ -152,7 +172,7 @@ func (r *StreamReader) Write(p []byte) { r.dec.Write(p, r.onEvent) }
 // Usage implements llm.UsageReader. Before message_delta the output is
 // provisional: the larger of message_start's and the observed output.
 func (r *StreamReader) Usage() (accounting.Usage, bool) {
-	if !r.started && !r.final {
+	if r.unreadable || !r.started && !r.final {
 		return accounting.Usage{}, false
 	}
 	u := r.fields.Usage()
@@ -167,7 +187,7 @@ func (r *StreamReader) ObservedOutputTokens() int64 { return r.observed }
 
 // Final implements llm.UsageReader: only message_delta's usage is final;
 // message_start's counts one output token.
-func (r *StreamReader) Final() bool { return r.final }
+func (r *StreamReader) Final() bool { return r.final && !r.unreadable }
 
 // Errored reports whether the stream carried an error event (such as
 // overloaded_error) after its 200 status.

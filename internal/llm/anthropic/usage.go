@@ -21,56 +21,108 @@ type UsageFields struct {
 }
 
 // Apply replaces the fields that u reports. Absent and null fields keep
-// their value: message_delta repeats only some of them.
-func (f *UsageFields) Apply(u gjson.Result) (ok bool) {
+// their value: message_delta repeats only some of them. present: u set
+// a count. readable: u is well-formed JSON whose counts are each null or
+// a non-negative JSON integer (see llm.ReadCount), its cache_creation an
+// object or null, and none of them there twice; clients read a repeated
+// member differently, so usage that is not readable must not settle a
+// request (the fields then mean nothing).
+func (f *UsageFields) Apply(u gjson.Result) (present, readable bool) {
 	if !u.IsObject() {
-		return false
+		return false, true
 	}
-	u.ForEach(func(k, v gjson.Result) bool {
-		if k.Str == "cache_creation" {
-			if v.IsObject() {
-				f.Split = true
-				v.ForEach(func(k, v gjson.Result) bool {
-					switch k.Str {
-					case "ephemeral_5m_input_tokens":
-						setCount(&f.Ephemeral5m, v)
-					case "ephemeral_1h_input_tokens":
-						setCount(&f.Ephemeral1h, v)
-					}
-					return true
-				})
-			}
-			return true
-		}
-		var dst *int64
-		switch k.Str {
-		case "input_tokens":
-			dst = &f.Input
-		case "cache_creation_input_tokens":
-			dst = &f.CacheCreation
-		case "cache_read_input_tokens":
-			dst = &f.CacheRead
-		case "output_tokens":
-			dst = &f.Output
-		default:
-			return true
-		}
-		if setCount(dst, v) {
-			ok = true
-		}
-		return true
-	})
-	return ok
+	return f.applyRaw(llm.BytesView(u.Raw))
 }
 
-// setCount stores a token count (see llm.TokenCount); non-numbers (null)
-// leave dst alone.
-func setCount(dst *int64, v gjson.Result) bool {
-	if v.Type != gjson.Number {
+// applyRaw is Apply on an object's raw bytes: it reads the members with
+// the scanner, which finds whether the object is well-formed in the same
+// pass, rather than checking it first and walking it with gjson after.
+func (f *UsageFields) applyRaw(u []byte) (present, readable bool) {
+	var seen [5]bool
+	var scratch [40]byte
+	it := llm.ScanObject(u)
+	for k, v, more := it.Next(); more; k, v, more = it.Next() {
+		var dst *int64
+		var slot int
+		switch llm.DecodeJSONString(k, scratch[:]) {
+		case "cache_creation":
+			if seen[4] || !f.applyBreakdown(v) {
+				return present, false
+			}
+			seen[4] = true
+			continue
+		case "input_tokens":
+			dst, slot = &f.Input, 0
+		case "cache_creation_input_tokens":
+			dst, slot = &f.CacheCreation, 1
+		case "cache_read_input_tokens":
+			dst, slot = &f.CacheRead, 2
+		case "output_tokens":
+			dst, slot = &f.Output, 3
+		default:
+			continue
+		}
+		if seen[slot] {
+			return present, false
+		}
+		seen[slot] = true
+		set, ok := setCount(dst, v)
+		if !ok {
+			return present, false
+		}
+		present = present || set
+	}
+	return present, it.WellFormed()
+}
+
+// applyBreakdown reads cache_creation, raw and well-formed, and reports
+// whether it could.
+func (f *UsageFields) applyBreakdown(v []byte) bool {
+	if string(v) == "null" {
+		return true
+	}
+	if v[0] != '{' {
 		return false
 	}
-	*dst = llm.TokenCount(v)
+	f.Split = true
+	var seen [2]bool
+	var scratch [40]byte
+	it := llm.ScanObject(v)
+	for k, v, more := it.Next(); more; k, v, more = it.Next() {
+		var dst *int64
+		var slot int
+		switch llm.DecodeJSONString(k, scratch[:]) {
+		case "ephemeral_5m_input_tokens":
+			dst, slot = &f.Ephemeral5m, 0
+		case "ephemeral_1h_input_tokens":
+			dst, slot = &f.Ephemeral1h, 1
+		default:
+			continue
+		}
+		if seen[slot] {
+			return false
+		}
+		seen[slot] = true
+		if _, ok := setCount(dst, v); !ok {
+			return false
+		}
+	}
 	return true
+}
+
+// setCount stores a token count (see llm.ReadCount), raw: set, it did;
+// ok, the count was readable. A null leaves dst alone, as Anthropic sends
+// null for a count it does not report.
+func setCount(dst *int64, v []byte) (set, ok bool) {
+	if string(v) == "null" {
+		return false, true
+	}
+	n, ok := llm.ReadCountRaw(v)
+	if !ok {
+		return false, false
+	}
+	*dst = n
+	return true, true
 }
 
 // Usage maps the fields onto accounting.Usage: input is the sum of plain

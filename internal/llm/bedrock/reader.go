@@ -31,9 +31,12 @@ type StreamReader struct {
 	dec      *eventstream.Decoder
 	usage    accounting.Usage
 	has      bool
-	stopped  bool // messageStop seen
-	errored  bool // an exception message arrived
-	observed int64
+	// unreadable: a metadata event's usage could not be read
+	// unambiguously (see readUsage): the stream reports none.
+	unreadable bool
+	stopped    bool // messageStop seen
+	errored    bool // an exception message arrived
+	observed   int64
 	// buf holds the current delta's escaped text, decoded.
 	buf []byte
 }
@@ -69,8 +72,13 @@ func (r *StreamReader) onMessage(m *eventstream.Message) {
 	case "messageStop":
 		r.stopped = true
 	case "metadata":
-		if u, ok := ParseUsage(gjson.Get(llm.View(m.Payload), "usage")); ok {
-			r.usage, r.has = u, true
+		u, once := llm.UniqueMember(gjson.Parse(llm.View(m.Payload)), "usage")
+		usage, present, readable := readUsage(u)
+		switch {
+		case !once || !readable:
+			r.unreadable = true
+		case present:
+			r.usage, r.has = usage, true
 		}
 	}
 }
@@ -144,13 +152,18 @@ func (r *StreamReader) count(s string) {
 func (r *StreamReader) Write(p []byte) { _ = r.dec.Write(p, r.onMessage) }
 
 // Usage implements llm.UsageReader.
-func (r *StreamReader) Usage() (accounting.Usage, bool) { return r.usage, r.has }
+func (r *StreamReader) Usage() (accounting.Usage, bool) {
+	if r.unreadable {
+		return accounting.Usage{}, false
+	}
+	return r.usage, r.has
+}
 
 // ObservedOutputTokens implements llm.UsageReader.
 func (r *StreamReader) ObservedOutputTokens() int64 { return r.observed }
 
 // Final implements llm.UsageReader: the metadata event comes once, last.
-func (r *StreamReader) Final() bool { return r.has }
+func (r *StreamReader) Final() bool { return r.has && !r.unreadable }
 
 // Errored reports whether the stream carried an exception message.
 func (r *StreamReader) Errored() bool { return r.errored }

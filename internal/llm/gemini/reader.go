@@ -29,12 +29,15 @@ type snapshot struct {
 	meta     Metadata
 	has      bool
 	final    bool // a finishReason was seen: the snapshot is the last
-	errored  bool
-	observed int64
+	// unreadable: a snapshot could not be read unambiguously (see
+	// ReadMetadata): the stream reports no usage, for good.
+	unreadable bool
+	errored    bool
+	observed   int64
 }
 
 func (s *snapshot) usage() (accounting.Usage, bool) {
-	if !s.has {
+	if !s.has || s.unreadable {
 		return accounting.Usage{}, false
 	}
 	u := s.meta.Usage()
@@ -44,6 +47,18 @@ func (s *snapshot) usage() (accounting.Usage, bool) {
 		u.OutputTokens = max(u.OutputTokens, s.observed)
 	}
 	return u, true
+}
+
+// apply takes a usageMetadata object as the snapshot, or marks the
+// usage unreadable.
+func (s *snapshot) apply(u gjson.Result) {
+	m, present, readable := ReadMetadata(u)
+	switch {
+	case !readable:
+		s.unreadable = true
+	case present:
+		s.meta, s.has = m, true
+	}
 }
 
 func (s *snapshot) count(text string) {
@@ -88,12 +103,16 @@ func (r *SSEReader) onEvent(ev sse.Event) {
 // the scanner's is tested against).
 func (r *SSEReader) readEvent(data []byte, scan bool) {
 	doc := gjson.Parse(llm.View(data))
+	usages := 0
 	doc.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "usageMetadata", "usage_metadata":
-			if m, ok := ParseMetadata(v); ok {
-				r.meta, r.has = m, true
+			// One per event, under either name: a second is read
+			// differently by different clients.
+			if usages++; usages > 1 {
+				r.unreadable = true
 			}
+			r.apply(v)
 		case "candidates":
 			v.ForEach(func(_, c gjson.Result) bool {
 				c.ForEach(func(k, v gjson.Result) bool {
@@ -157,7 +176,7 @@ func (r *SSEReader) ObservedOutputTokens() int64 { return r.observed }
 
 // Final implements llm.UsageReader: a snapshot is final once a
 // finishReason came with it.
-func (r *SSEReader) Final() bool { return r.has && r.final }
+func (r *SSEReader) Final() bool { return r.has && r.final && !r.unreadable }
 
 // Errored reports whether the stream carried an error payload.
 func (r *SSEReader) Errored() bool { return r.errored }
@@ -184,14 +203,15 @@ func NewJSONReader(model string, opts llm.ReaderOptions) *JSONReader {
 	r.scan.OnText = r.onText
 	r.scan.OnTextEnd = r.onTextEnd
 	r.scan.OnFinish = r.onFinish
+	r.scan.OnRepeatedUsage = r.onRepeatedUsage
 	return r
 }
 
-func (r *JSONReader) onUsage(obj []byte) {
-	if m, ok := ParseMetadata(gjson.Parse(llm.View(obj))); ok {
-		r.meta, r.has = m, true
-	}
-}
+func (r *JSONReader) onUsage(obj []byte) { r.apply(gjson.Parse(llm.View(obj))) }
+
+// onRepeatedUsage: a response with two usageMetadata members has no
+// usage settlement may trust.
+func (r *JSONReader) onRepeatedUsage() { r.unreadable = true }
 
 func (r *JSONReader) onText(piece []byte) {
 	for len(piece) > 0 {
@@ -221,4 +241,4 @@ func (r *JSONReader) Usage() (accounting.Usage, bool) { return r.usage() }
 func (r *JSONReader) ObservedOutputTokens() int64 { return r.observed }
 
 // Final implements llm.UsageReader, as for SSEReader.
-func (r *JSONReader) Final() bool { return r.has && r.final }
+func (r *JSONReader) Final() bool { return r.has && r.final && !r.unreadable }

@@ -1,6 +1,10 @@
 package gemini
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/tokenwarden/tokenwarden/internal/llm"
+)
 
 // maxCapture bounds a captured usageMetadata object. Real ones are a few
 // hundred bytes (a modality breakdown at most); a larger one is skipped.
@@ -16,8 +20,13 @@ const (
 	keyFinish         // finishReason: the response is complete
 )
 
-// maxKey is the longest key the scanner needs to recognise.
-const maxKey = len("usage_metadata")
+// maxKey is the longest key the scanner needs to recognise, and
+// maxRawKey the longest it may be written as: with every character
+// escaped (\u0075 for u), as a client decodes it.
+const (
+	maxKey    = len("usage_metadata")
+	maxRawKey = 6 * maxKey
+)
 
 // Scanner follows a JSON body incrementally: a single GenerateContentResponse
 // object or the array of them that streamGenerateContent sends without
@@ -27,7 +36,12 @@ const maxKey = len("usage_metadata")
 // inside the top-level array) to OnUsage, the contents of every "text" string
 // to OnText in pieces (escapes lose their backslash and are not otherwise
 // decoded) followed by OnTextEnd,
-// and reports "finishReason" keys to OnFinish.
+// and reads keys as JSON does, escapes decoded ("usage\u004detadata" is
+// usageMetadata),
+// and reports "finishReason" keys to OnFinish. A response with more than
+// one usageMetadata member (under either name) is reported to
+// OnRepeatedUsage, at the second: clients read such a response
+// differently.
 // Malformed input cannot make it fail or grow; it just stops finding
 // things.
 type Scanner struct {
@@ -35,6 +49,9 @@ type Scanner struct {
 	OnText    func(piece []byte)
 	OnTextEnd func()
 	OnFinish  func()
+	// OnRepeatedUsage, if set, is called at a top-level response's second
+	// usageMetadata member.
+	OnRepeatedUsage func()
 
 	depth  int
 	arrays uint64 // bit d-1 set: the container at depth d (≤ 64) is an array
@@ -43,8 +60,9 @@ type Scanner struct {
 	esc    bool
 	strKey bool // the current string is an object key
 	text   bool // the current string is a "text" value
-	keyBuf [maxKey]byte
-	keyLen int // > maxKey once the key is too long to be one we want
+	keyBuf [maxRawKey]byte
+	keyLen int  // > maxRawKey once the key is too long to be one we want
+	keyEsc bool // the key has an escape
 
 	expectKey bool    // a string here would be a key
 	lastKey   keyKind // the key whose ':' may come next
@@ -53,6 +71,8 @@ type Scanner struct {
 	capDepth int // > 0: capturing the object opened at this depth
 	capBuf   []byte
 	capOver  bool
+
+	usageSeen bool // the current response has shown a usageMetadata member
 }
 
 func (s *Scanner) isArray(d int) bool {
@@ -94,7 +114,7 @@ func (s *Scanner) Write(p []byte) {
 		case ' ', '\t', '\r', '\n':
 			continue
 		case '"':
-			s.inStr, s.keyLen = true, 0
+			s.inStr, s.keyLen, s.keyEsc = true, 0, false
 			s.strKey = s.expectKey
 			s.text = !s.strKey && s.colonKey == keyText
 			s.expectKey, s.colonKey = false, keyOther
@@ -102,6 +122,12 @@ func (s *Scanner) Write(p []byte) {
 			s.colonKey, s.lastKey = s.lastKey, keyOther
 			if s.colonKey == keyFinish && s.OnFinish != nil {
 				s.OnFinish()
+			}
+			if s.colonKey == keyUsage && s.responseLevel() {
+				if s.usageSeen && s.OnRepeatedUsage != nil {
+					s.OnRepeatedUsage()
+				}
+				s.usageSeen = true
 			}
 		case ',':
 			s.expectKey = !s.isArray(s.depth)
@@ -112,6 +138,9 @@ func (s *Scanner) Write(p []byte) {
 				s.capBuf = append(s.capBuf[:0], '{')
 			}
 			s.push(false)
+			if s.responseLevel() {
+				s.usageSeen = false // a new response
+			}
 			s.expectKey, s.colonKey, s.lastKey = true, keyOther, keyOther
 		case '[':
 			s.push(true)
@@ -155,7 +184,9 @@ func (s *Scanner) str(p []byte, i int) int {
 	if c == '\\' {
 		s.esc = true
 		if s.strKey {
-			s.keyLen = maxKey + 1 // no key we want has an escape
+			// The key is decoded whole, at its end: keep the backslash.
+			s.keyEsc = true
+			s.keyBytes(p[i+j : i+j+1])
 		}
 		return i + j + 1
 	}
@@ -180,22 +211,32 @@ func (s *Scanner) strByte(b []byte) {
 	}
 	switch {
 	case s.strKey:
-		if s.keyLen+len(b) <= maxKey {
-			copy(s.keyBuf[s.keyLen:], b)
-			s.keyLen += len(b)
-		} else {
-			s.keyLen = maxKey + 1
-		}
+		s.keyBytes(b)
 	case s.text && s.OnText != nil:
 		s.OnText(b)
 	}
 }
 
+// keyBytes notes a run of a key's raw bytes.
+func (s *Scanner) keyBytes(b []byte) {
+	if s.keyLen+len(b) <= maxRawKey {
+		copy(s.keyBuf[s.keyLen:], b)
+		s.keyLen += len(b)
+	} else {
+		s.keyLen = maxRawKey + 1
+	}
+}
+
 func (s *Scanner) matchKey() keyKind {
-	if s.keyLen > maxKey {
+	if s.keyLen > maxRawKey {
 		return keyOther
 	}
-	switch string(s.keyBuf[:s.keyLen]) {
+	key := s.keyBuf[:s.keyLen]
+	if s.keyEsc {
+		var scratch [maxRawKey]byte
+		key = llm.BytesView(llm.DecodeJSONString(key, scratch[:]))
+	}
+	switch string(key) {
 	case "usageMetadata", "usage_metadata":
 		return keyUsage
 	case "text":

@@ -42,7 +42,10 @@ func TestScanner(t *testing.T) {
 			nil, "text", 0},
 		{"escapes in strings", `{"text":"a\"b\\c","usageMetadata":{"s":"}\"{"}}`,
 			[]string{`{"s":"}\"{"}`}, `a"b\c`, 0},
-		{"escaped key is not matched", `{"usage\u004detadata":{"x":1}}`, nil, "", 0},
+		{"escaped keys are read as JSON reads them", `{"usage\u004detadata":{"x":1},"t\u0065xt":"a","finish\u0052eason":"STOP"}`,
+			[]string{`{"x":1}`}, "a", 1},
+		{"an escaped key that is not one", `{"usage\u004Detadatax":{"x":1},"\\text":"a"}`, nil, "", 0},
+		{"an escaped key too long to be one", `{"` + strings.Repeat(`\u0020`, 20) + `usageMetadata":{"x":1}}`, nil, "", 0},
 		{"usage not an object", `{"usageMetadata":null,"usageMetadata":7}`, nil, "", 0},
 		{"stray closers are ignored", `}}]]{"usageMetadata":{"x":1}`, []string{`{"x":1}`}, "", 0},
 	}
@@ -115,4 +118,30 @@ func FuzzScanner(f *testing.F) {
 			t.Fatalf("got last usage %q, gjson says %q", last(u1), last(want))
 		}
 	})
+}
+
+// TestScannerRepeatedUsage: a response with two usageMetadata members
+// is reported at the second; an array of responses, one each, is not.
+func TestScannerRepeatedUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		want       int
+	}{
+		{"one response", `{"usageMetadata":{"promptTokenCount":1}}`, 0},
+		{"a stream of responses", `[{"usageMetadata":{"promptTokenCount":1}},{"usageMetadata":{"promptTokenCount":2}}]`, 0},
+		{"usage nested deeper", `{"usageMetadata":{"promptTokenCount":1},"candidates":[{"usageMetadata":{}}]}`, 0},
+		{"usage twice", `{"usageMetadata":{"promptTokenCount":1},"usageMetadata":{"promptTokenCount":0}}`, 1},
+		{"usage under both names", `{"usageMetadata":{"promptTokenCount":1},"usage_metadata":null}`, 1},
+		{"usage twice, once under an escaped name", `{"usage\u004detadata":{"promptTokenCount":1},"usageMetadata":{"promptTokenCount":0}}`, 1},
+		{"usage twice in the second response", `[{"usageMetadata":{}},{"usageMetadata":{},"x":1,"usageMetadata":{}}]`, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := 0
+			s := Scanner{OnRepeatedUsage: func() { got++ }}
+			s.Write([]byte(tc.body))
+			if got != tc.want {
+				t.Errorf("got %d reports, want %d", got, tc.want)
+			}
+		})
+	}
 }

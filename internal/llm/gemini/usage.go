@@ -21,41 +21,79 @@ type Metadata struct {
 	ImageCandidates int64
 }
 
-// ParseMetadata reads a usageMetadata object. Zero fields are often
-// omitted, so any object is a valid snapshot. Both the JSON names Google
-// sends (camelCase) and the proto names (snake_case) are accepted.
+// ParseMetadata reads a usageMetadata object, and reports false for
+// none, or for one that cannot be read unambiguously (see ReadMetadata).
 func ParseMetadata(u gjson.Result) (Metadata, bool) {
-	var m Metadata
+	m, present, readable := ReadMetadata(u)
+	return m, present && readable
+}
+
+// ReadMetadata reads a usageMetadata object. Zero fields are often
+// omitted, so any object is a valid snapshot (present). Both the JSON
+// names Google sends (camelCase) and the proto names (snake_case) are
+// accepted. readable: u is well-formed JSON, each count it reads a
+// non-negative JSON integer (see llm.ReadCount), each details list a
+// list (or null) of objects, and no count or list there twice, under one
+// name or both of its names: clients read a repeated member differently,
+// so such a snapshot must not settle a request.
+func ReadMetadata(u gjson.Result) (m Metadata, present, readable bool) {
 	if !u.IsObject() {
-		return m, false
+		return m, false, true
 	}
-	u.ForEach(func(k, v gjson.Result) bool {
+	return readMetadataRaw(llm.BytesView(u.Raw))
+}
+
+// readMetadataRaw is ReadMetadata on an object's raw bytes: it reads the
+// members with the scanner, which finds whether the object is
+// well-formed in the same pass (a Gemini stream carries usage on every
+// event; gjson's walk and the scanner's, both, cost a fifth of reading
+// the stream).
+func readMetadataRaw(u []byte) (m Metadata, present, readable bool) {
+	var seen [7]bool
+	var scratch [32]byte
+	it := llm.ScanObject(u)
+	for k, v, more := it.Next(); more; k, v, more = it.Next() {
 		var dst *int64
-		switch k.Str {
+		var slot int
+		switch llm.DecodeJSONString(k, scratch[:]) {
 		case "promptTokenCount", "prompt_token_count":
-			dst = &m.Prompt
+			dst, slot = &m.Prompt, 0
 		case "cachedContentTokenCount", "cached_content_token_count":
-			dst = &m.Cached
+			dst, slot = &m.Cached, 1
 		case "candidatesTokenCount", "candidates_token_count":
-			dst = &m.Candidates
+			dst, slot = &m.Candidates, 2
 		case "thoughtsTokenCount", "thoughts_token_count":
-			dst = &m.Thoughts
+			dst, slot = &m.Thoughts, 3
 		case "toolUsePromptTokenCount", "tool_use_prompt_token_count":
-			dst = &m.ToolPrompt
+			dst, slot = &m.ToolPrompt, 4
 		case "promptTokensDetails", "prompt_tokens_details":
-			m.AudioPrompt = modalityCount(v, "AUDIO")
-			return true
+			slot = 5
 		case "candidatesTokensDetails", "candidates_tokens_details":
-			m.AudioCandidates = modalityCount(v, "AUDIO")
-			m.ImageCandidates = modalityCount(v, "IMAGE")
-			return true
+			slot = 6
 		default:
-			return true
+			continue
 		}
-		*dst = llm.TokenCount(v)
-		return true
-	})
-	return m, true
+		if seen[slot] {
+			return Metadata{}, true, false
+		}
+		seen[slot] = true
+		ok := true
+		switch slot {
+		case 5:
+			m.AudioPrompt, _, ok = modalityCounts(v, "AUDIO", "")
+		case 6:
+			m.AudioCandidates, m.ImageCandidates, ok = modalityCounts(v, "AUDIO", "IMAGE")
+		default:
+			*dst, ok = llm.ReadCountRaw(v)
+		}
+		if !ok {
+			return Metadata{}, true, false
+		}
+	}
+	if !it.WellFormed() {
+		return Metadata{}, false, false
+	}
+	return m, true, true
 }
 
 // Usage maps a snapshot onto accounting.Usage.
@@ -73,20 +111,58 @@ func (m Metadata) Usage() accounting.Usage {
 	}.Clamp()
 }
 
-// modalityCount sums the token counts of one modality in a list of
-// ModalityTokenCount objects ({"modality": "AUDIO", "tokenCount": 120}),
-// saturating at accounting.MaxTokens.
-func modalityCount(list gjson.Result, modality string) int64 {
-	var n int64
-	list.ForEach(func(_, e gjson.Result) bool {
-		if e.Get("modality").Str == modality {
-			c := e.Get("tokenCount")
-			if !c.Exists() {
-				c = e.Get("token_count")
-			}
-			n = accounting.ClampTokens(n + llm.TokenCount(c))
+// modalityCounts sums the token counts of modalities a and b (b may be
+// empty) in a list of ModalityTokenCount objects ({"modality": "AUDIO",
+// "tokenCount": 120}), raw and well-formed, each saturating at
+// accounting.MaxTokens, and reports whether the list could be read: null
+// or a list of objects whose count, if any, is under one name, once, and
+// readable, and whose modality, if any, is there once (a client that
+// reads the last of "modality":"TEXT","modality":"AUDIO" prices audio
+// where the first reads text).
+func modalityCounts(list []byte, a, b string) (na, nb int64, ok bool) {
+	if string(list) == "null" {
+		return 0, 0, true
+	}
+	if len(list) == 0 || list[0] != '[' {
+		return 0, 0, false
+	}
+	var scratch [32]byte
+	entries := llm.ScanArray(list)
+	for _, e, more := entries.Next(); more; _, e, more = entries.Next() {
+		if e[0] != '{' {
+			return 0, 0, false
 		}
-		return true
-	})
-	return n
+		var n int64
+		var modality []byte
+		counted := false
+		members := llm.ScanObject(e)
+		for k, v, more := members.Next(); more; k, v, more = members.Next() {
+			switch llm.DecodeJSONString(k, scratch[:]) {
+			case "tokenCount", "token_count":
+				if counted {
+					return 0, 0, false
+				}
+				counted = true
+				if n, ok = llm.ReadCountRaw(v); !ok {
+					return 0, 0, false
+				}
+			case "modality":
+				if modality != nil {
+					return 0, 0, false
+				}
+				modality = v
+			}
+		}
+		// gjson's reading of the modality: a string's text, "" for any
+		// other value.
+		var buf []byte
+		text, _ := llm.JSONText(modality, &buf)
+		switch text {
+		case a:
+			na = accounting.ClampTokens(na + n)
+		case b:
+			nb = accounting.ClampTokens(nb + n)
+		}
+	}
+	return na, nb, true
 }

@@ -14,6 +14,10 @@ type Usage struct {
 	// reports the usage.
 	Body string
 	Want accounting.Usage
+	// Unreadable: the body's usage is there but cannot be read
+	// unambiguously, so the reader must report none (and Want is zero),
+	// leaving settlement to its fallback.
+	Unreadable bool
 }
 
 // CheckUsage writes each case's body to a new reader of api for
@@ -24,6 +28,14 @@ func CheckUsage(t *testing.T, api llm.API, contentType string, cases []Usage) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.Name, func(t *testing.T) {
+			if tc.Unreadable {
+				r := api.NewUsageReader(&llm.Request{Model: "m"}, contentType, ReaderOptions())
+				r.Write([]byte(tc.Body))
+				if u, ok := r.Usage(); ok {
+					t.Errorf("got usage %+v, want none: it is unreadable", u)
+				}
+				return
+			}
 			got := ReadUsage(t, api, contentType, []byte(tc.Body))
 			if got != tc.Want {
 				t.Errorf("got  %+v\nwant %+v", got, tc.Want)

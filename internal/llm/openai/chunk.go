@@ -44,8 +44,17 @@ func (r *StreamReader) scanChunk(data []byte) bool {
 			return false
 		}
 	}
-	if c.u.ok {
-		r.usage, r.hasUsage = c.u.usage(), true
+	// Most chunks have no usage object, or one without counts: their
+	// usage is not read (seen notes a count or details object).
+	if c.u.seen != 0 {
+		usage, present, readable := c.u.usage()
+		if !readable {
+			// Left to scanEvent, and gjson, which mark the usage unreadable.
+			return false
+		}
+		if present {
+			r.usage, r.hasUsage = usage, true
+		}
 	}
 	for _, t := range c.texts[:c.n] {
 		r.countValue(t)
@@ -153,7 +162,7 @@ func (c *chunkScan) members() bool {
 				if c.at('{') {
 					c.bad = hasUsage || !chunkUsage(c)
 				} else {
-					// parseUsageRaw reads nothing but an object.
+					// readUsageRaw reads nothing but an object.
 					c.bad = hasUsage || !c.skip()
 				}
 				hasUsage = true
@@ -313,4 +322,4 @@ func chunkFunction(c *chunkScan) bool {
 	return !c.bad
 }
 
-// usageSpans are the values of a usage object that parseUsageRaw reads
+// usageSpans are the values of a usage object that readUsageRaw reads

@@ -17,10 +17,15 @@ import (
 // fast path, scanEvent and gjson agree on it.
 //
 // Where an event repeats a member, the general path's reading is the
-// one pinned: a repeated usage object, or a repeated count inside one,
-// is read last-wins (as JSON.parse and Python's json read it; the
-// official Go SDKs read the first), a repeated member inside a details
-// object, a choice or a tool call first-wins, as gjson's Get finds it.
+// one pinned. A repeated usage object, or a repeated count or details
+// object inside one (under one name or both of its names), makes the
+// usage unreadable: clients read it differently (JSON.parse and
+// Python's json the last, the official Go SDKs the first), and the
+// reader reports no usage, so settlement falls back rather than take
+// the smaller; so do counts that are not non-negative JSON integers.
+// The fast path leaves every such event to scanEvent, which leaves it
+// to gjson. A repeated member inside a choice or a tool call is read
+// first-wins, as gjson's Get finds it.
 
 // attackHead is a chunk's members before its choices, in OpenAI's order.
 const attackHead = `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m",`
@@ -50,23 +55,23 @@ func inOut(in, out int64) *accounting.Usage {
 
 var chunkAttacks = []chunkAttack{
 	// Repeated members.
-	{name: "usage twice, the second lower", fast: false, usage: inOut(1, 1),
+	{name: "usage twice, the second lower", fast: false,
 		event: attackHead + `"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":50},"usage":{"prompt_tokens":1,"completion_tokens":1}}`},
-	{name: "usage, then usage null", fast: false, usage: inOut(100, 50),
+	{name: "usage, then usage null", fast: false,
 		event: attackHead + `"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":50},"usage":null}`},
-	{name: "usage, then usage without counts", fast: false, usage: inOut(100, 50),
+	{name: "usage, then usage without counts", fast: false,
 		event: attackHead + `"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":50},"usage":{"total_tokens":0}}`},
-	{name: "a prompt count twice", fast: true, usage: inOut(1, 50),
+	{name: "a prompt count twice", fast: false,
 		event: attackHead + `"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":50,"prompt_tokens":1}}`},
-	{name: "a prompt count under both names", fast: true, usage: inOut(1, 50),
+	{name: "a prompt count under both names", fast: false,
 		event: attackHead + `"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":50,"input_tokens":1}}`},
-	{name: "a completion count under both names", fast: true, usage: inOut(100, 1),
+	{name: "a completion count under both names", fast: false,
 		event: attackHead + `"choices":[],"usage":{"prompt_tokens":100,"output_tokens":50,"completion_tokens":1}}`},
-	{name: "a cached count twice", fast: true, usage: &accounting.Usage{InputTokens: 100, CachedInputTokens: 1, OutputTokens: 50},
+	{name: "a cached count twice", fast: false,
 		event: attackHead + `"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":50,"prompt_tokens_details":{"cached_tokens":1,"cached_tokens":90}}}`},
-	{name: "details twice, the second without a cached count", fast: true, usage: inOut(100, 50),
+	{name: "details twice, the second without a cached count", fast: false,
 		event: attackHead + `"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":50,"prompt_tokens_details":{"cached_tokens":90},"prompt_tokens_details":{}}}`},
-	{name: "details under both names", fast: true, usage: &accounting.Usage{InputTokens: 100, CachedInputTokens: 2, OutputTokens: 50},
+	{name: "details under both names", fast: false,
 		event: attackHead + `"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":50,"prompt_tokens_details":{"cached_tokens":90},"input_tokens_details":{"cached_tokens":2}}}`},
 	{name: "a cached count above the prompt", fast: true, usage: &accounting.Usage{InputTokens: 100, CachedInputTokens: 100, OutputTokens: 50},
 		event: attackHead + `"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":50,"prompt_tokens_details":{"cached_tokens":1000}}}`},
@@ -138,20 +143,31 @@ var chunkAttacks = []chunkAttack{
 		event: attackHead + `"choices":[],"extra":{"usage":{"prompt_tokens":1,"completion_tokens":1}}}`},
 	{name: "usage inside response", fast: false, usage: inOut(1, 1),
 		event: attackHead + `"choices":[],"response":{"usage":{"prompt_tokens":1,"completion_tokens":1}}}`},
+	{name: "usage and Groq's usage, the same", fast: false, usage: inOut(100, 50),
+		event: attackHead + `"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":50},` +
+			`"x_groq":{"id":"req_1","usage":{"queue_time":0.02,"prompt_tokens":100,"completion_tokens":50}}}`},
+	{name: "usage and Groq's usage, the second lower", fast: false,
+		event: attackHead + `"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":50},"x_groq":{"usage":{"prompt_tokens":1,"completion_tokens":1}}}`},
+	{name: "usage inside response, then usage lower", fast: false,
+		event: attackHead + `"choices":[],"response":{"usage":{"input_tokens":100,"output_tokens":50}},"usage":{"input_tokens":1,"output_tokens":1}}`},
+	{name: "usage inside response, then usage without counts", fast: false, usage: inOut(100, 50),
+		event: attackHead + `"choices":[],"response":{"usage":{"input_tokens":100,"output_tokens":50}},"usage":{"total_tokens":1}}`},
 	{name: "usage inside usage", fast: true, usage: inOut(100, 50),
 		event: attackHead + `"choices":[],"usage":{"usage":{"prompt_tokens":1,"completion_tokens":1},"prompt_tokens":100,"completion_tokens":50}}`},
 
-	// Numbers. A number that is not JSON leaves the event to gjson, whose
-	// reading of it is pinned: the SDKs refuse such an event.
+	// Numbers. A count that is not a non-negative JSON integer (a
+	// fraction, a negative, a string, a number JSON does not allow) makes
+	// the usage unreadable; an integer written with an exponent or a
+	// zero fraction is read.
 	{name: "exponents and fractions", fast: true, usage: &accounting.Usage{InputTokens: 1000, CachedInputTokens: 100, OutputTokens: 1},
 		event: attackHead + `"choices":[],"usage":{"prompt_tokens":1e3,"completion_tokens":1.0,"prompt_tokens_details":{"cached_tokens":1E+2}}}`},
-	{name: "fractions below one and small exponents", fast: true, usage: inOut(0, 1),
+	{name: "fractions below one and small exponents", fast: false,
 		event: attackHead + `"choices":[],"usage":{"prompt_tokens":0.9,"completion_tokens":10e-1}}`},
-	{name: "negative zero and negatives", fast: true, usage: inOut(0, 0),
+	{name: "negative zero and negatives", fast: false,
 		event: attackHead + `"choices":[],"usage":{"prompt_tokens":-0,"completion_tokens":-50}}`},
-	{name: "negative zero with a fraction", fast: true, usage: inOut(0, 0),
+	{name: "negative zero with a fraction", fast: false,
 		event: attackHead + `"choices":[],"usage":{"prompt_tokens":-0.0,"completion_tokens":-1e400}}`},
-	{name: "a leading zero", fast: false, usage: inOut(0, 50),
+	{name: "a leading zero", fast: false,
 		event: attackHead + `"choices":[],"usage":{"prompt_tokens":00,"completion_tokens":50}}`},
 	{name: "the longest count read without strconv", fast: true, usage: inOut(accounting.MaxTokens, 12345678901234),
 		event: attackHead + `"choices":[],"usage":{"prompt_tokens":999999999999999999,"completion_tokens":12345678901234}}`},
@@ -161,27 +177,44 @@ var chunkAttacks = []chunkAttack{
 		event: attackHead + `"choices":[],"usage":{"prompt_tokens":9223372036854775808,"completion_tokens":18446744073709551617}}`},
 	{name: "a count of 400 digits", fast: true, usage: inOut(accounting.MaxTokens, 5),
 		event: attackHead + `"choices":[],"usage":{"prompt_tokens":` + strings.Repeat("9", 400) + `,"completion_tokens":5}}`},
-	{name: "a count of 400 digits, negative", fast: true, usage: inOut(0, 5),
+	{name: "a count of 400 digits, negative", fast: false,
 		event: attackHead + `"choices":[],"usage":{"prompt_tokens":-` + strings.Repeat("9", 400) + `,"completion_tokens":5}}`},
-	{name: "counts as strings and other values", fast: true, usage: inOut(0, 0),
+	{name: "counts as strings and other values", fast: false,
 		event: attackHead + `"choices":[],"usage":{"prompt_tokens":"100","completion_tokens":true}}`},
-	{name: "a plus sign", fast: false, usage: inOut(100, 50),
+	{name: "a plus sign", fast: false,
 		event: attackHead + `"choices":[],"usage":{"prompt_tokens":+100,"completion_tokens":50}}`},
-	{name: "a bare fraction", fast: false, usage: inOut(5, 50),
+	{name: "a prompt count as a string, alone", fast: false,
+		event: attackHead + `"choices":[],"usage":{"prompt_tokens":"100","completion_tokens":50}}`},
+	{name: "a completion count of true", fast: false,
+		event: attackHead + `"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":true}}`},
+	{name: "a count of null", fast: true, usage: inOut(100, 0),
+		event: attackHead + `"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":null}}`},
+	{name: "both counts null", fast: true,
+		event: attackHead + `"choices":[],"usage":{"prompt_tokens":null,"completion_tokens":null}}`},
+	{name: "detail counts of null", fast: true, usage: inOut(100, 50),
+		event: attackHead + `"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":50,` +
+			`"prompt_tokens_details":{"audio_tokens":null,"cached_tokens":null},"completion_tokens_details":{"audio_tokens":null}}}`},
+	{name: "a count, then the same count null", fast: false,
+		event: attackHead + `"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":50,"completion_tokens":null}}`},
+	{name: "details that are not an object", fast: false,
+		event: attackHead + `"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":50,"prompt_tokens_details":7}}`},
+	{name: "details of null", fast: true, usage: inOut(100, 50),
+		event: attackHead + `"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":50,"prompt_tokens_details":null}}`},
+	{name: "a bare fraction", fast: false,
 		event: attackHead + `"choices":[],"usage":{"prompt_tokens":.5,"completion_tokens":50}}`},
 
 	// Whitespace, line ends and a byte order mark: the general path reads
-	// JSON whitespace, not a BOM; gjson reads other bytes between tokens
-	// as whitespace.
+	// JSON whitespace, not a BOM; a usage object with other bytes between
+	// its tokens is not JSON, and unreadable.
 	{name: "CRLF inside and after", fast: false, usage: inOut(5, 3),
 		event: attackHead + "\"choices\":[],\r\n\"usage\":{\"prompt_tokens\":5,\r\n\"completion_tokens\":3}}\r\n"},
 	{name: "tabs around a count", fast: false, usage: inOut(5, 3),
 		event: attackHead + "\"choices\":[],\"usage\":{\"prompt_tokens\"\t:\t5\t,\"completion_tokens\":3}}"},
 	{name: "a byte order mark", fast: false,
 		event: "\xef\xbb\xbf" + attackHead + `"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3}}`},
-	{name: "a vertical tab", fast: false, usage: inOut(5, 3),
+	{name: "a vertical tab", fast: false,
 		event: attackHead + "\"choices\":[],\"usage\":{\"prompt_tokens\":\v5,\"completion_tokens\":3}}"},
-	{name: "a no-break space", fast: false, usage: inOut(5, 3),
+	{name: "a no-break space", fast: false,
 		event: attackHead + "\"choices\":[],\"usage\":{\"prompt_tokens\":\u00a05,\"completion_tokens\":3}}"},
 
 	// Text at the edges of UTF-8, and control bytes: gjson, and so every

@@ -14,26 +14,36 @@ import (
 // reads them alike (TestChunkAttacks); what differs is the general
 // path's reading, which the fast path keeps.
 var sdkDivergences = map[string]string{
-	// The SDK takes the first of repeated members (its decoder finds
-	// members with gjson); the reader takes the last usage object, the
-	// last of repeated counts and the last details object, as JSON.parse
-	// and Python's json do.
-	"usage twice, the second lower":                    "repeated usage: the SDK reads the first",
-	"a prompt count twice":                             "repeated count: the SDK reads the first",
-	"a prompt count under both names":                  "the SDK reads prompt_tokens only",
-	"details twice, the second without a cached count": "repeated details: the SDK reads the first",
-	"details under both names":                         "the SDK reads prompt_tokens_details only",
-	// The SDK reads a count in a string, or true, as a number; the
-	// reader reads any count that is not a JSON number as zero.
-	"counts as strings and other values": "the SDK reads \"100\" as 100 and true as 1",
+	// Usage the reader finds unreadable, and reports none of, so that
+	// settlement falls back, where the SDK reads counts: a repeated usage
+	// object, count or details object (the SDK takes the first, its
+	// decoder finding members with gjson; JSON.parse and Python's json
+	// the last), a count that is not a non-negative JSON integer (the
+	// SDK reads "100" as 100, true as 1, a fraction or a negative as
+	// what it reads them as), details that are not an object.
+	"usage twice, the second lower":                    "unreadable: usage twice; the SDK reads the first",
+	"usage, then usage null":                           "unreadable: usage twice; the SDK reads the first",
+	"usage, then usage without counts":                 "unreadable: usage twice; the SDK reads the first",
+	"a prompt count twice":                             "unreadable: a count twice; the SDK reads the first",
+	"a prompt count under both names":                  "unreadable: a count under both names; the SDK reads prompt_tokens",
+	"a completion count under both names":              "unreadable: a count under both names; the SDK reads completion_tokens",
+	"a cached count twice":                             "unreadable: a count twice; the SDK reads the first",
+	"details twice, the second without a cached count": "unreadable: details twice; the SDK reads the first",
+	"details under both names":                         "unreadable: details under both names; the SDK reads prompt_tokens_details",
+	"fractions below one and small exponents":          "unreadable: fractions; the SDK rounds 10e-1 to 1",
+	"a count of 400 digits, negative":                  "unreadable: a negative count; the SDK reads the other",
+	"counts as strings and other values":               "unreadable: the SDK reads \"100\" as 100 and true as 1",
+	"a prompt count as a string, alone":                "unreadable: the SDK reads \"100\" as 100",
+	"a completion count of true":                       "unreadable: the SDK reads true as 1",
+	"a count, then the same count null":                "unreadable: a count twice; the SDK reads the first",
+	"details that are not an object":                   "unreadable: the SDK reads the counts beside them",
+	// Usage under two members that differ: the chat SDK reads "usage",
+	// a Groq or Responses client the other; the reader finds them
+	// unreadable.
+	"usage and Groq's usage, the second lower": "unreadable: two usages differ; the SDK reads usage",
 	// The Responses API's usage, which the chat chunk type has no field for.
-	"usage inside response": "the SDK's chunk has no response member",
-	// Malformed JSON: the SDK refuses the event, gjson reads what it can.
-	"a leading zero":   "malformed: the SDK refuses it",
-	"a plus sign":      "malformed: the SDK refuses it",
-	"a bare fraction":  "malformed: the SDK refuses it",
-	"a vertical tab":   "malformed: the SDK refuses it",
-	"a no-break space": "malformed: the SDK refuses it",
+	"usage inside response":                            "the SDK's chunk has no response member",
+	"usage inside response, then usage without counts": "the SDK's chunk has no response member, and reads usage's zeros",
 }
 
 // TestChunkAttacksAsTheSDK: the usage the reader takes from each chunk

@@ -2,30 +2,58 @@ package openai
 
 import (
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/internal/llm"
 )
 
-// first of each count it holds.
+// usageSpans are the raw values of the members of a usage object that
+// readUsageRaw reads, nil for those absent.
 type usageSpans struct {
-	ok                        bool // a prompt or completion count was seen
+	seen                      usageSlot
 	input, output             []byte
 	cached, audioIn, audioOut []byte
 }
 
-// usage is parseUsageRaw's reading of the object.
-func (u *usageSpans) usage() accounting.Usage {
-	return accounting.Usage{
-		InputTokens:       llm.TokenCountRaw(u.input),
-		CachedInputTokens: llm.TokenCountRaw(u.cached),
-		AudioInputTokens:  llm.TokenCountRaw(u.audioIn),
-		OutputTokens:      llm.TokenCountRaw(u.output),
-		AudioOutputTokens: llm.TokenCountRaw(u.audioOut),
-	}.Clamp()
+// usage is readUsageRaw's reading of the object: present, it holds a
+// prompt or completion count that is not null; readable, as readUsageRaw
+// reports it.
+func (u *usageSpans) usage() (usage accounting.Usage, present, readable bool) {
+	var out accounting.Usage
+	for i, c := range [...]struct {
+		v   []byte
+		dst *int64
+	}{
+		{u.input, &out.InputTokens},
+		{u.output, &out.OutputTokens},
+		{u.cached, &out.CachedInputTokens},
+		{u.audioIn, &out.AudioInputTokens},
+		{u.audioOut, &out.AudioOutputTokens},
+	} {
+		if c.v == nil {
+			continue
+		}
+		n, set, ok := readCountRaw(c.v)
+		if !ok {
+			return accounting.Usage{}, false, false
+		}
+		*c.dst = n
+		present = present || set && i < 2
+	}
+	return out.Clamp(), present, true
 }
 
-// chunkUsage reads a usage object as parseUsageRaw does: each member of
-// one of the names it reads, repeated or not, overrides what the last
-// one of its kind set.
+// note notes a member of slot, and reports false for a second one: a
+// usage object that repeats a member is unreadable, and left to
+// scanEvent (and gjson) to say so.
+func (u *usageSpans) note(slot usageSlot) bool {
+	if u.seen&slot != 0 {
+		return false
+	}
+	u.seen |= slot
+	return true
+}
+
+// chunkUsage reads a usage object as readUsageRaw does: it notes the
+// value of each member readUsageRaw reads, and declines (sets bad) an
+// object that repeats one, under either of its names.
 func chunkUsage(c *chunkScan) bool {
 	if !c.open('{') {
 		return false
@@ -36,32 +64,29 @@ func chunkUsage(c *chunkScan) bool {
 		switch c.b[c.i+1] {
 		case 'p':
 			if c.lit2(`"prompt_`, `tokens":`) {
-				c.bad = !c.countValue(&u.input)
-				u.ok = true
+				c.bad = !u.note(usageIn) || !c.countValue(&u.input)
 				continue
 			}
 			if c.lit2(`"prompt_`, `tokens_d`) {
-				c.bad = !c.lit(`etails":`) || !chunkDetails(c, &u.cached, &u.audioIn)
+				c.bad = !c.lit(`etails":`) || !u.note(usageInDetails) || !chunkDetails(c, &u.cached, &u.audioIn)
 				continue
 			}
 		case 'i':
 			if c.lit2(`"input_t`, `okens":`) {
-				c.bad = !c.countValue(&u.input)
-				u.ok = true
+				c.bad = !u.note(usageIn) || !c.countValue(&u.input)
 				continue
 			}
 			if c.lit2(`"input_t`, `okens_de`) {
-				c.bad = !c.lit(`tails":`) || !chunkDetails(c, &u.cached, &u.audioIn)
+				c.bad = !c.lit(`tails":`) || !u.note(usageInDetails) || !chunkDetails(c, &u.cached, &u.audioIn)
 				continue
 			}
 		case 'c':
 			if c.lit2(`"complet`, `ion_toke`) {
 				switch {
 				case c.lit(`ns":`):
-					c.bad = !c.countValue(&u.output)
-					u.ok = true
+					c.bad = !u.note(usageOut) || !c.countValue(&u.output)
 				case c.lit2(`ns_detai`, `ls":`):
-					c.bad = !chunkDetails(c, nil, &u.audioOut)
+					c.bad = !u.note(usageOutDetails) || !chunkDetails(c, nil, &u.audioOut)
 				default:
 					c.bad = true
 				}
@@ -69,12 +94,11 @@ func chunkUsage(c *chunkScan) bool {
 			}
 		case 'o':
 			if c.lit2(`"output_`, `tokens":`) {
-				c.bad = !c.countValue(&u.output)
-				u.ok = true
+				c.bad = !u.note(usageOut) || !c.countValue(&u.output)
 				continue
 			}
 			if c.lit2(`"output_`, `tokens_d`) {
-				c.bad = !c.lit(`etails":`) || !chunkDetails(c, nil, &u.audioOut)
+				c.bad = !c.lit(`etails":`) || !u.note(usageOutDetails) || !chunkDetails(c, nil, &u.audioOut)
 				continue
 			}
 		}
@@ -89,8 +113,8 @@ func chunkUsage(c *chunkScan) bool {
 	return !c.bad
 }
 
-// countValue reads a value that is a count (or not: TokenCountRaw
-// reads any value), noting it in *v.
+// countValue reads a value that is a count (or not: usageSpans.usage
+// judges it), noting it in *v.
 func (c *chunkScan) countValue(v *[]byte) bool {
 	start := c.i
 	if !c.skip() {
@@ -100,25 +124,23 @@ func (c *chunkScan) countValue(v *[]byte) bool {
 	return true
 }
 
-// chunkDetails reads a details object, of whose members parseUsageRaw
-// reads the first "cached_tokens" (into *cached, unless it is nil) and
-// the first "audio_tokens": a details object replaces what an earlier
-// one set, and one that is not an object sets nothing.
+// chunkDetails reads a details object (or null), of whose members
+// readUsageRaw reads "cached_tokens" (into *cached, unless it is nil)
+// and "audio_tokens"; it declines one that repeats either, or a value
+// that is neither an object nor null.
 func chunkDetails(c *chunkScan, cached, audio *[]byte) bool {
-	if cached != nil {
-		*cached = nil
+	if c.lit("null") {
+		return true
 	}
-	*audio = nil
-	if !c.at('{') {
-		return c.skip()
+	if !c.open('{') {
+		return false
 	}
-	c.open('{')
 	for more := c.first('}'); more; more = c.next('}') {
 		switch c.b[c.i+1] {
 		case 'c':
 			if c.lit2(`"cached_`, `tokens":`) {
-				if cached != nil && *cached == nil {
-					c.bad = !c.countValue(cached)
+				if cached != nil {
+					c.bad = *cached != nil || !c.countValue(cached)
 				} else {
 					c.bad = !c.skip()
 				}
@@ -126,11 +148,7 @@ func chunkDetails(c *chunkScan, cached, audio *[]byte) bool {
 			}
 		case 'a':
 			if c.lit2(`"audio_t`, `okens":`) {
-				if *audio == nil {
-					c.bad = !c.countValue(audio)
-				} else {
-					c.bad = !c.skip()
-				}
+				c.bad = *audio != nil || !c.countValue(audio)
 				continue
 			}
 			if c.lit2(`"accepte`, `d_predic`) {
@@ -138,7 +156,7 @@ func chunkDetails(c *chunkScan, cached, audio *[]byte) bool {
 				continue
 			}
 		case 'r':
-			// The counts OpenAI sends beside those parseUsageRaw reads,
+			// The counts OpenAI sends beside those readUsageRaw reads,
 			// known by their bytes: cheaper than otherKey.
 			if c.lit2(`"reasoni`, `ng_token`) {
 				c.bad = !c.lit(`s":`) || !c.skip()

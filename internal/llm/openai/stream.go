@@ -165,8 +165,15 @@ type StreamReader struct {
 	text     DeltaText
 	usage    accounting.Usage
 	hasUsage bool
-	errored  bool
-	observed int64
+	// unreadable: an event's usage could not be read unambiguously (see
+	// readUsage). The stream's usage is then unknown for good: a later
+	// report could as well be lower than what a client read.
+	unreadable bool
+	// usageKeys counts the current event's usage members, each of which
+	// may appear once (reset per event).
+	usageKeys eventUsageKeys
+	errored   bool
+	observed  int64
 	// The paths other than the chunk fast path call these, bound at
 	// their first event: a method value made per event would allocate.
 	emit    func(string)
@@ -185,7 +192,8 @@ const maxKeptBuf = 16 << 10
 // NewStreamReader returns a reader that takes usage from any event with a
 // non-null usage object (the last one wins, which is right both for
 // OpenAI's single usage chunk and for vLLM's cumulative usage on every
-// chunk), and counts the text that text extracts as observed output.
+// chunk), unless one is unreadable (see readUsage), and counts the text
+// that text extracts as observed output.
 func NewStreamReader(model string, opts llm.ReaderOptions, text DeltaText) *StreamReader {
 	r := &StreamReader{
 		model:   model,
@@ -224,6 +232,7 @@ func (r *StreamReader) gjsonEvent(data []byte) {
 		r.scan, r.emit = r.topLevel, r.count
 	}
 	r.fields = EventFields{}
+	r.usageKeys = eventUsageKeys{}
 	gjson.Parse(llm.View(data)).ForEach(r.scan)
 	r.text.fields(&r.fields, r.emit)
 }
@@ -294,14 +303,46 @@ func (r *StreamReader) scanEvent(data []byte) bool {
 	if !it.WellFormed() {
 		return false
 	}
+	// Usage is read before anything is acted on: an event whose usage is
+	// not read unambiguously is left to gjson, which marks the stream's
+	// usage unreadable. An event may carry usage under two members, which
+	// must agree (see eventUsageKeys).
+	var keys eventUsageKeys
+	var usage accounting.Usage
+	hasUsage := false
+	for _, m := range members[:n] {
+		u := m.value
+		switch m.key {
+		case keyUsage:
+		case keyNestedUsage:
+			var ok bool
+			if u, ok = uniqueMemberRaw(u, "usage"); !ok {
+				return false
+			}
+		default:
+			continue
+		}
+		if !keys.add(m.key) {
+			return false
+		}
+		got, present, readable := readUsageRaw(u)
+		if !readable {
+			return false
+		}
+		if present {
+			if !keys.agree(got) {
+				return false
+			}
+			usage, hasUsage = got, true
+		}
+	}
+	if hasUsage {
+		r.usage, r.hasUsage = usage, true
+	}
 	var f RawFields
 	for _, m := range members[:n] {
 		switch m.key {
-		case keyUsage:
-			r.applyRawUsage(m.value)
-		case keyNestedUsage:
-			u, _ := llm.JSONMember(m.value, "usage")
-			r.applyRawUsage(u)
+		case keyUsage, keyNestedUsage:
 		case keyError:
 			r.errored = true
 		case keyType, keyObject:
@@ -331,9 +372,16 @@ func (r *StreamReader) scanEvent(data []byte) bool {
 func (r *StreamReader) topLevel(k, v gjson.Result) bool {
 	switch k.Str {
 	case "usage":
+		if !r.usageKeys.add(keyUsage) {
+			r.unreadable = true
+		}
 		r.applyUsage(v)
 	case "response", "x_groq":
-		r.applyUsage(v.Get("usage"))
+		u, ok := llm.UniqueMember(v, "usage")
+		if !ok || !r.usageKeys.add(keyNestedUsage) {
+			r.unreadable = true
+		}
+		r.applyUsage(u)
 	case "error":
 		// OpenAI's mid-stream error payload (the Responses API's error
 		// event has "type":"error" and is caught the same way below).
@@ -355,13 +403,14 @@ func (r *StreamReader) topLevel(k, v gjson.Result) bool {
 }
 
 func (r *StreamReader) applyUsage(u gjson.Result) {
-	if usage, ok := ParseUsage(u); ok {
-		r.usage, r.hasUsage = usage, true
-	}
-}
-
-func (r *StreamReader) applyRawUsage(u []byte) {
-	if usage, ok := parseUsageRaw(u); ok {
+	usage, present, readable := readUsage(u)
+	switch {
+	case !readable:
+		r.unreadable = true
+	case present:
+		if !r.usageKeys.agree(usage) {
+			r.unreadable = true
+		}
 		r.usage, r.hasUsage = usage, true
 	}
 }
@@ -388,7 +437,14 @@ func (r *StreamReader) countValue(v []byte) {
 func (r *StreamReader) Write(p []byte) { r.dec.Write(p, r.onEvent) }
 
 // Usage implements llm.UsageReader.
-func (r *StreamReader) Usage() (accounting.Usage, bool) { return r.usage, r.hasUsage }
+// A stream whose usage was unreadable reports none, so settlement falls
+// back as for a stream without usage.
+func (r *StreamReader) Usage() (accounting.Usage, bool) {
+	if r.unreadable {
+		return accounting.Usage{}, false
+	}
+	return r.usage, r.hasUsage
+}
 
 // ObservedOutputTokens implements llm.UsageReader.
 func (r *StreamReader) ObservedOutputTokens() int64 { return r.observed }
@@ -396,7 +452,7 @@ func (r *StreamReader) ObservedOutputTokens() int64 { return r.observed }
 // Final implements llm.UsageReader: OpenAI reports usage once, in the
 // stream's last chunk; servers that report a running total on every
 // chunk (vLLM) stream their reasoning as text, which is counted.
-func (r *StreamReader) Final() bool { return r.hasUsage }
+func (r *StreamReader) Final() bool { return r.hasUsage && !r.unreadable }
 
 // Errored reports whether the stream carried an error payload after its
 // 200 status.

@@ -45,11 +45,10 @@ var streamAttacks = []streamAttack{
 	{name: "data split over two lines", stream: "data: " + attackUsage[:len(attackHead)] + "\ndata: " + attackUsage[len(attackHead):] + "\n\n",
 		usage: inOut(100, 50)},
 	// Data lines that join into malformed JSON go to gjson, which reads
-	// what it can: the count up to the line break, and an event of two
-	// chunks as one object, whose last choices are the usage chunk's
-	// (the SDKs refuse both).
-	{name: "data split inside a count", stream: "data: " + strings.Replace(attackUsage, `100`, "10\ndata: 0", 1) + "\n\n",
-		usage: inOut(10, 50)},
+	// what it can: an event of two chunks as one object, whose last
+	// choices are the usage chunk's; a usage object split inside a count
+	// is not JSON, and unreadable (the SDKs refuse both).
+	{name: "data split inside a count", stream: "data: " + strings.Replace(attackUsage, `100`, "10\ndata: 0", 1) + "\n\n"},
 	{name: "the usage chunk in a comment", stream: ": data: " + attackUsage + "\n\n"},
 	{name: "the usage chunk after a comment line", stream: ": hi\ndata: " + attackUsage + "\n\n", usage: inOut(100, 50)},
 	{name: "Data", stream: "Data: " + attackUsage + "\n\n"},
