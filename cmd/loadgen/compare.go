@@ -136,7 +136,7 @@ func compare(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "loadgen compare: %s; %d streams, %d rounds of %v per server; %s scenario (%d B request body, %d response chunks), %d tenants, 3 limits\n",
 		*servers, *workers, *rounds, *duration, *scenario, len(chatBody), len(t.chunks), *tenants)
 	if serverPin.set() || clientPin.set() {
-		fmt.Fprintf(stdout, "pinned: servers on CPUs %v, load client on CPUs %v (none: not pinned)\n", serverPin.cpus, clientPin.cpus)
+		fmt.Fprintf(stdout, "pinned: servers on %s, load client on %s\n", cpuList(serverPin.cpus), cpuList(clientPin.cpus))
 	}
 	for _, c := range children {
 		// Warm up: connections, pools, caches, the scripts in Redis.
@@ -360,3 +360,11 @@ func span(vs []float64, format string) string {
 }
 
 func micro(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
+
+// cpuList describes a pin's CPUs for the report's header.
+func cpuList(cpus []int) string {
+	if len(cpus) == 0 {
+		return "any CPU (not pinned)"
+	}
+	return fmt.Sprintf("CPUs %v", cpus)
+}
