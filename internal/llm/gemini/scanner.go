@@ -171,7 +171,7 @@ func (s *Scanner) str(p []byte, i int) int {
 		s.strByte(p[i : i+1])
 		return i + 1
 	}
-	j := bytes.IndexAny(p[i:], "\"\\")
+	j := stringStop(p[i:])
 	if j < 0 {
 		s.strByte(p[i:])
 		return len(p)
@@ -199,6 +199,22 @@ func (s *Scanner) str(p []byte, i int) int {
 	}
 	s.text = false
 	return i + j + 1
+}
+
+// stringStop returns the index of the first quote or backslash in b, or
+// -1. bytes.IndexAny builds its byte set on every call and tests each
+// byte against it; two IndexByte scans (the second only up to the
+// quote) are vectorized, and most strings hold no backslash.
+func stringStop(b []byte) int {
+	q := bytes.IndexByte(b, '"')
+	end := q
+	if q < 0 {
+		end = len(b)
+	}
+	if k := bytes.IndexByte(b[:end], '\\'); k >= 0 {
+		return k
+	}
+	return q
 }
 
 // strByte handles a run of string content.

@@ -1,6 +1,7 @@
 package gemini
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -144,4 +145,16 @@ func TestScannerRepeatedUsage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzStringStop holds stringStop to bytes.IndexAny, which it replaced.
+func FuzzStringStop(f *testing.F) {
+	for _, s := range []string{``, `abc`, `"`, `\`, `ab"cd\`, `ab\"cd`, `\\"`, `no stop at all, a long run of text`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := stringStop(b), bytes.IndexAny(b, "\"\\"); got != want {
+			t.Fatalf("stringStop(%q) = %d, want %d", b, got, want)
+		}
+	})
 }
