@@ -2,7 +2,9 @@ package llm
 
 import (
 	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // manyShortFields declares maxShortListed short names, the most a short
@@ -58,7 +60,10 @@ func FuzzShortNames(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, key []byte) {
-		if len(key) > 8 {
+		// A key reaches the lookup only as UTF-8: the check refuses a
+		// body that is not (TestLongNameIsNoKey), and the one short key
+		// that packs to longName is not.
+		if len(key) > 8 || !utf8.Valid(key) {
 			return
 		}
 		var w [8]byte
@@ -72,4 +77,27 @@ func FuzzShortNames(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestLongNameIsNoKey: the one short key that packs to longName, which
+// the tables use for "no short name here", is not UTF-8, and the check
+// refuses a body holding it before it is looked up; were it looked up,
+// an empty slot of a table would match it.
+func TestLongNameIsNoKey(t *testing.T) {
+	key := "\xff\xff\xff\xff\xff\xff\xff\x7f"
+	if got := packKey([]byte(key), len(key)); got != longName {
+		t.Fatalf("packKey(%q) = %#x, want longName", key, got)
+	}
+	for _, tc := range []struct{ name, body string }{
+		{"top level", `{"` + key + `":"x"}`},
+		{"after a field", `{"model":"m","` + key + `":1}`},
+		{"in an inner object", `{"stream_options":{"` + key + `":true}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckBody([]byte(tc.body), editFields)
+			if err == nil || !strings.Contains(err.Error(), "not valid UTF-8") {
+				t.Errorf("CheckBody(%q): got %v, want the body refused as not UTF-8", tc.body, err)
+			}
+		})
+	}
 }
