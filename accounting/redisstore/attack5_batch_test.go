@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/internal/redistest"
 )
 
 // TestBatchQueuedCallLeavesWhenCancelled cancels a call queued behind one
@@ -15,28 +14,8 @@ import (
 // rather than wait for a round trip that may last the whole store
 // timeout; and the batcher goes on without it.
 func TestBatchQueuedCallLeavesWhenCancelled(t *testing.T) {
-	srv := redistest.Start(t)
-	s, h := heldStore(t, srv)
-	admin := adminClient(t, srv)
-	c := fixedCounter("batch-leave", 100, time.Hour)
-	req := func(id string) accounting.ReserveRequest {
-		return accounting.ReserveRequest{ID: id, Items: []accounting.ReserveItem{{Counter: c, Amount: 10}}}
-	}
-
-	first := make(chan error, 1)
-	go func() {
-		_, err := s.Reserve(context.Background(), req("first"))
-		first <- err
-	}()
-	<-h.held
-	ctx, cancel := context.WithCancel(context.Background())
-	gone := make(chan error, 1)
-	go func() {
-		_, err := s.Reserve(ctx, req("gone"))
-		gone <- err
-	}()
-	queued(t, s, 1)
-	cancel()
+	q := cancelWhileQueued(t, "batch-leave")
+	s, h, admin, c, first, gone := q.s, q.h, q.admin, q.c, q.first, q.gone
 	var err error
 	select {
 	case err = <-gone:
@@ -61,7 +40,7 @@ func TestBatchQueuedCallLeavesWhenCancelled(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatalf("first reservation: %v", err)
 	}
-	if _, err := s.Reserve(context.Background(), req("next")); err != nil {
+	if _, err := s.Reserve(context.Background(), q.req("next")); err != nil {
 		t.Fatalf("a reservation after: %v", err)
 	}
 	if used := fixedUsed(t, admin, c.Key); used != 20 {

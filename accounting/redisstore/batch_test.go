@@ -148,32 +148,50 @@ func TestBatchSharesRoundTrips(t *testing.T) {
 	}
 }
 
+// queuedCancel is a store whose first reservation ("first", 10 on c) is
+// held on its way to Redis while a second ("gone"), queued behind it, has
+// been cancelled; first and gone receive the two calls' errors.
+type queuedCancel struct {
+	s           *Store
+	h           *holdFirst
+	admin       *redis.Client
+	c           accounting.Counter
+	first, gone chan error
+}
+
+// req is a reservation of 10 on q's counter.
+func (q *queuedCancel) req(id string) accounting.ReserveRequest {
+	return accounting.ReserveRequest{ID: id, Items: []accounting.ReserveItem{{Counter: q.c, Amount: 10}}}
+}
+
+// cancelWhileQueued starts a redis-server and returns a queuedCancel on
+// it, the counter named name.
+func cancelWhileQueued(t *testing.T, name string) *queuedCancel {
+	srv := redistest.Start(t)
+	s, h := heldStore(t, srv)
+	q := &queuedCancel{s: s, h: h, admin: adminClient(t, srv), c: fixedCounter(name, 100, time.Hour),
+		first: make(chan error, 1), gone: make(chan error, 1)}
+	go func() {
+		_, err := s.Reserve(context.Background(), q.req("first"))
+		q.first <- err
+	}()
+	<-h.held
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		_, err := s.Reserve(ctx, q.req("gone"))
+		q.gone <- err
+	}()
+	queued(t, s, 1)
+	cancel()
+	return q
+}
+
 // TestBatchCallEndedWhileQueued cancels a call while it waits for its
 // turn: it is never sent, and says so (not applied: the Limiter need not
 // release it).
 func TestBatchCallEndedWhileQueued(t *testing.T) {
-	srv := redistest.Start(t)
-	s, h := heldStore(t, srv)
-	admin := adminClient(t, srv)
-	c := fixedCounter("batch-cancel", 100, time.Hour)
-	req := func(id string) accounting.ReserveRequest {
-		return accounting.ReserveRequest{ID: id, Items: []accounting.ReserveItem{{Counter: c, Amount: 10}}}
-	}
-
-	first := make(chan error, 1)
-	go func() {
-		_, err := s.Reserve(context.Background(), req("first"))
-		first <- err
-	}()
-	<-h.held
-	ctx, cancel := context.WithCancel(context.Background())
-	gone := make(chan error, 1)
-	go func() {
-		_, err := s.Reserve(ctx, req("gone"))
-		gone <- err
-	}()
-	queued(t, s, 1)
-	cancel()
+	q := cancelWhileQueued(t, "batch-cancel")
+	h, admin, c, first, gone := q.h, q.admin, q.c, q.first, q.gone
 	close(h.release)
 	if err := <-first; err != nil {
 		t.Fatalf("first reservation: %v", err)
