@@ -98,6 +98,9 @@ type checker struct {
 	// probes counts the earlier keys a new key is compared with, so that
 	// a test can tell linear from quadratic.
 	probes int
+	// noShortKeys has every key read by anyKey: tests set it, to hold
+	// shortKey to anyKey.
+	noShortKeys bool
 	// capture, when set, captures top-level members as they are read (see
 	// CheckTop).
 	capture topCapture
@@ -259,7 +262,9 @@ value:
 					}
 					break
 				}
-				if i, next, err = c.key(i); err != nil {
+				if j, inner, ok := c.shortKey(i); ok {
+					i, next = j, inner
+				} else if i, next, err = c.anyKey(i); err != nil {
 					return false, err
 				}
 				continue value
@@ -320,7 +325,9 @@ value:
 			case ',':
 				i = skipSpace(b, i+1)
 				if !top.array {
-					if i, next, err = c.key(i); err != nil {
+					if j, inner, ok := c.shortKey(i); ok {
+						i, next = j, inner
+					} else if i, next, err = c.anyKey(i); err != nil {
 						return false, err
 					}
 					continue value

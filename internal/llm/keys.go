@@ -47,9 +47,11 @@ func (c *checker) addKey(e keyEntry) {
 	c.nkeys++
 }
 
-// key reads the member key at i, its colon and the space around it, and
-// returns where the value starts and what is read in it.
-func (c *checker) key(i int) (int, *Fields, error) {
+// anyKey reads the member key at i, its colon and the space around it,
+// and returns where the value starts and what is read in it. It reads
+// any key; run tries shortKey first, which reads the usual key in fewer
+// steps.
+func (c *checker) anyKey(i int) (int, *Fields, error) {
 	b := c.body
 	if i >= len(b) || b[i] != '"' {
 		return i, nil, c.syntaxError(i)
