@@ -101,6 +101,11 @@ type checker struct {
 	// noShortKeys has every key read by anyKey: tests set it, to hold
 	// shortKey to anyKey.
 	noShortKeys bool
+	// single has the checker read one value, not a whole body, and note
+	// where it ends in pos; outer is how many levels are open around it
+	// (see CheckValue).
+	single bool
+	outer  int
 	// capture, when set, captures top-level members as they are read (see
 	// CheckTop).
 	capture topCapture
@@ -171,7 +176,7 @@ func (c *checker) level(d int) *level {
 func (c *checker) top() *level { return c.level(c.depth - 1) }
 
 func (c *checker) push(array bool, fields *Fields, start int) error {
-	if c.depth == MaxDepth {
+	if c.depth+c.outer == MaxDepth {
 		return ErrTooDeep
 	}
 	lv := level{fields: fields, keys: c.nkeys, array: array, member: -1, frame: -1}
@@ -301,6 +306,10 @@ value:
 		// element or member.
 		for {
 			if c.depth == 0 {
+				if c.single {
+					c.pos = i
+					return false, nil
+				}
 				i = skipSpace(b, i)
 				if i < len(b) {
 					return false, c.syntaxError(i)
@@ -370,45 +379,82 @@ func (c *checker) stop(i int, next *Fields) (bool, error) {
 }
 
 // str reads the rest of a string, from i just after its opening quote,
-// and returns where it ends. Runs of plain text, the bulk of a prompt,
-// are skipped eight bytes at a time; a string with non-ASCII bytes in it
-// is then checked to be UTF-8 in one more pass, which is quicker than
-// decoding it a character at a time.
+// and returns where it ends (see stringEnd).
 func (c *checker) str(i int) (int, error) {
-	b := c.body
+	end, escaped, fault := stringEnd(c.body, i)
+	if fault != noFault {
+		return end, c.stringError(fault, end)
+	}
+	c.escaped = escaped
+	return end, nil
+}
+
+// stringFault is what is wrong with a string stringEnd read.
+type stringFault uint8
+
+const (
+	noFault      stringFault = iota
+	faultEnd                 // no closing quote: the body ends
+	faultControl             // a control character
+	faultEscape              // an invalid escape
+	faultUTF8                // invalid UTF-8
+)
+
+// stringEnd reads the rest of a string in b, from i just after its
+// opening quote, and returns where it ends (just past its closing quote)
+// and whether it holds an escape; or a fault, and where it is. Runs of
+// plain text, the bulk of a prompt, are skipped sixteen bytes at a time;
+// a string with non-ASCII bytes in it is then checked to be UTF-8 in one
+// more pass, which is quicker than decoding it a character at a time.
+func stringEnd(b []byte, i int) (end int, escaped bool, fault stringFault) {
 	start := i
-	c.escaped = false
 	var high uint64 // the high bits of every byte seen
 	for {
 		var h uint64
 		i, h = plainRun(View(b), i)
 		high |= h
 		if i >= len(b) {
-			return i, c.syntaxError(i)
+			return i, escaped, faultEnd
 		}
 		switch ch := b[i]; {
 		case ch == '"':
 			if high&msbs != 0 && !utf8.Valid(b[start:i]) {
-				return i, c.utf8Error(start + invalidUTF8(b[start:i]))
+				return start + invalidUTF8(b[start:i]), escaped, faultUTF8
 			}
-			return i + 1, nil
+			return i + 1, escaped, noFault
 		case ch == '\\':
-			c.escaped = true
+			escaped = true
 			if i+1 < len(b) && simpleEscape[b[i+1]] {
 				i += 2
 				continue
 			}
-			var err error
-			if i, err = c.escape(i); err != nil {
-				return i, err
+			if !validEscape(b, i) {
+				if i+1 >= len(b) {
+					return len(b), escaped, faultEnd
+				}
+				return i, escaped, faultEscape
 			}
+			i += 6
 		case ch < 0x20:
-			return i, c.controlError(i)
+			return i, escaped, faultControl
 		default:
 			high |= uint64(ch)
 			i++
 		}
 	}
+}
+
+// stringError is the error of a string's fault at i.
+func (c *checker) stringError(fault stringFault, i int) error {
+	switch fault {
+	case faultControl:
+		return c.controlError(i)
+	case faultEscape:
+		return c.escapeError(i)
+	case faultUTF8:
+		return c.utf8Error(i)
+	}
+	return c.syntaxError(i)
 }
 
 // plainRun returns where the run of string bytes at s[i] that need no
@@ -480,29 +526,26 @@ func invalidUTF8(s []byte) int {
 	return len(s)
 }
 
-// escape checks the escape whose backslash is at i and returns where it
-// ends. What it stands for matters only in keys (see unquote).
-func (c *checker) escape(i int) (int, error) {
-	b := c.body
-	if i+1 >= len(b) {
-		return i, c.syntaxError(len(b))
-	}
-	switch b[i+1] {
-	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-		return i + 2, nil
-	case 'u':
-		if i+6 <= len(b) && hex4(b[i+2:i+6]) >= 0 {
-			return i + 6, nil
-		}
-	}
-	return i, c.escapeError(i)
+// validEscape reports whether the escape whose backslash is at i, not
+// one of the two-byte escapes (see simpleEscape), is a valid \\uXXXX,
+// six bytes long. What it stands for matters only in keys (see unquote).
+func validEscape(b []byte, i int) bool {
+	return i+6 <= len(b) && b[i+1] == 'u' && hex4(b[i+2:i+6]) >= 0
 }
 
-// number reads a number at i and returns where it ends. Its value does
-// not matter here: wire formats read the numbers they use, and refuse the
-// ones they cannot represent.
+// number reads a number at i and returns where it ends (see numberEnd).
 func (c *checker) number(i int) (int, error) {
-	b := c.body
+	end, ok := numberEnd(c.body, i)
+	if !ok {
+		return end, c.syntaxError(end)
+	}
+	return end, nil
+}
+
+// numberEnd reads a number in b at i and returns where it ends; or false,
+// and where the fault is. Its value does not matter here: wire formats
+// read the numbers they use, and refuse the ones they cannot represent.
+func numberEnd(b []byte, i int) (int, bool) {
 	if b[i] == '-' {
 		i++
 	}
@@ -512,12 +555,12 @@ func (c *checker) number(i int) (int, error) {
 	case i < len(b) && '1' <= b[i] && b[i] <= '9':
 		i = digits(b, i+1)
 	default:
-		return i, c.syntaxError(i)
+		return i, false
 	}
 	if i < len(b) && b[i] == '.' {
 		j := digits(b, i+1)
 		if j == i+1 {
-			return j, c.syntaxError(j)
+			return j, false
 		}
 		i = j
 	}
@@ -528,11 +571,11 @@ func (c *checker) number(i int) (int, error) {
 		}
 		j := digits(b, i)
 		if j == i {
-			return j, c.syntaxError(j)
+			return j, false
 		}
 		i = j
 	}
-	return i, nil
+	return i, true
 }
 
 func digits(b []byte, i int) int {

@@ -155,6 +155,21 @@ func (f *Fields) Visit() *Fields {
 	return f
 }
 
+// Names returns every name f declares, aliases included, in the order
+// they were declared.
+func (f *Fields) Names() []string {
+	names := make([]string, 0, len(f.folds))
+	for _, n := range f.folds {
+		for _, name := range n.fd.names {
+			if string(appendFold(nil, []byte(name))) == n.fold {
+				names = append(names, name)
+				break
+			}
+		}
+	}
+	return names
+}
+
 // Slot returns the place of the field declared as name among f's fields,
 // by which [Scan.Member] finds it in a visited object. It panics when f
 // declares no such field: slots are looked up once, when a wire format
