@@ -54,12 +54,17 @@ func (Chat) Name() string { return "openai.chat" }
 // reservation must cover whichever the upstream reads.
 //
 // The server's parse, which does not explain itself, counts the messages
-// in the pass that checks the body (see scanChat); a parse that explains
-// walks them once the body is checked (walkChat), naming each part.
-// FuzzChatScan holds the two to one estimate and one verdict.
+// in the pass that checks the body (see scanChat), and reads a body of
+// the usual shape in a quicker pass of its own first (exactChat); a parse
+// that explains walks them once the body is checked (walkChat), naming
+// each part. FuzzChatScan holds the three to one estimate and one
+// verdict.
 func (Chat) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
 	if opts.Explain != nil {
 		return walkChat(body, opts)
+	}
+	if req, ok, err := exactChat(body, opts); ok {
+		return req, err
 	}
 	return scanChat(body, opts)
 }

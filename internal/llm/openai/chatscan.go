@@ -39,11 +39,19 @@ func scanChat(body []byte, opts llm.ParseOptions) (llm.Request, error) {
 	if err := s.Err(); err != nil {
 		return llm.Request{}, err
 	}
-	var f [len(chatNames) - 2]gjson.Result
-	for k := range f {
-		f[k] = s.Top(2 + k)
+	var top [len(chatNames)]gjson.Result
+	for k := range top {
+		top[k] = s.Top(k)
 	}
-	req, err := topRequest(s.Top(0), s.Top(1), opts)
+	return v.finish(&top, s.Shape(), opts)
+}
+
+// finish parses the request once the body has been checked and its
+// messages noted: top holds the fields chatNames names, and shape is the
+// body's Shape.
+func (v *chatScan) finish(top *[len(chatNames)]gjson.Result, shape llm.Shape, opts llm.ParseOptions) (llm.Request, error) {
+	f := top[2:]
+	req, err := topRequest(top[0], top[1], opts)
 	if err != nil {
 		return req, err
 	}
@@ -60,8 +68,8 @@ func scanChat(body []byte, opts llm.ParseOptions) (llm.Request, error) {
 		v.ready(opts, req.Model)
 	}
 	v.flush()
-	req.Shape = s.Shape()
-	return finishChat(req, f[:], &v.tc, &v.t, opts)
+	req.Shape = shape
+	return finishChat(req, f, &v.tc, &v.t, opts)
 }
 
 // The slots of the fields a chat scan reads in the objects it visits.
@@ -167,10 +175,7 @@ func (v *chatScan) visit(s *llm.Scan) {
 		v.parts, v.partsFrom = 0, v.npending
 	case vis.Depth == depthMessage && vis.Fields == chatMessageFields && !vis.Array:
 		v.message(s)
-		if v.known {
-			v.flush()
-		}
-		v.parts, v.partsFrom = 0, v.npending
+		v.messageDone()
 	case vis.Depth == depthMessages && vis.Fields == chatMessageFields && vis.Array:
 		v.messages = vis.Elements
 	}
@@ -180,25 +185,10 @@ func (v *chatScan) visit(s *llm.Scan) {
 // members makes them; its content parts, if any, were noted as they
 // closed.
 func (v *chatScan) message(s *llm.Scan) {
-	v.objects++
-	v.t.Overhead(tokensPerMessage)
-	if _, ok := s.Member(slotRole); ok {
-		v.t.Overhead(1)
-	}
-	if name, ok := s.Member(slotName); ok {
-		v.t.Overhead(tokensPerName)
-		v.noteText(countText, name)
-	}
-	if c, ok := s.Member(slotContent); ok {
-		switch c.Raw[0] {
-		case '"':
-			v.noteValue(countText, c)
-		case '[', 'n':
-			// Parts, noted already; or null, which costs nothing.
-		default:
-			v.noteValue(countJSON, c)
-		}
-	}
+	role, _ := s.Member(slotRole)
+	name, _ := s.Member(slotName)
+	content, _ := s.Member(slotContent)
+	v.noteMessage(role, name, content)
 	// Most messages have none of the fields counted as JSON: one test
 	// for the four.
 	if s.Members()&jsonMemberSlots == 0 {
@@ -209,6 +199,39 @@ func (v *chatScan) message(s *llm.Scan) {
 			v.noteValue(countJSON, m)
 		}
 	}
+}
+
+// noteMessage notes the counts of a message's role, name and content, as
+// walkChat makes them; a field the message lacks is the zero Value.
+func (v *chatScan) noteMessage(role, name, content llm.Value) {
+	v.objects++
+	v.t.Overhead(tokensPerMessage)
+	if role.Raw != "" {
+		v.t.Overhead(1)
+	}
+	if name.Raw != "" {
+		v.t.Overhead(tokensPerName)
+		v.noteText(countText, name)
+	}
+	if content.Raw != "" {
+		switch content.Raw[0] {
+		case '"':
+			v.noteValue(countText, content)
+		case '[', 'n':
+			// Parts, noted already; or null, which costs nothing.
+		default:
+			v.noteValue(countJSON, content)
+		}
+	}
+}
+
+// messageDone follows a message noted: its counts are done now if the
+// model is known.
+func (v *chatScan) messageDone() {
+	if v.known {
+		v.flush()
+	}
+	v.parts, v.partsFrom = 0, v.npending
 }
 
 // jsonMemberSlots has the bits (llm.Scan.Members) of the fields of a

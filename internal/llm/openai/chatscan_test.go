@@ -70,7 +70,8 @@ func TestChatScan(t *testing.T) {
 	}
 }
 
-// FuzzChatScan holds scanChat to walkChat: for every body, the same
+// FuzzChatScan holds scanChat to walkChat, and exactChat to scanChat
+// where it takes the body: for every body, the same
 // request (the estimate and all) or the same error, with the calibrated
 // counter and with one that counts the empty text too, the model from
 // the body or from the path.
@@ -92,6 +93,9 @@ func FuzzChatScan(f *testing.F) {
 	for _, m := range chatKnobs[1].Values {
 		f.Add([]byte(`{"model":"m","messages":` + m + `}`))
 	}
+	for _, tc := range exactChatCases {
+		f.Add([]byte(tc.body))
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if diff := compareChatParses(body); diff != "" {
 			t.Fatal(diff)
@@ -109,7 +113,8 @@ func (lengthCounter) ImageTokens(_, _ string, width, _ int) int64 {
 }
 
 // compareChatParses parses body with scanChat and walkChat under several
-// options, and describes the first difference.
+// options, and with exactChat when it takes the body, and describes the
+// first difference.
 func compareChatParses(body []byte) string {
 	for _, opts := range []llm.ParseOptions{
 		{DefaultOutputCap: 4096},
@@ -124,6 +129,14 @@ func compareChatParses(body []byte) string {
 		}
 		if got != want {
 			return fmt.Sprintf("counter %T, model %q: got %+v, want %+v", opts.Counter, opts.Model, got, want)
+		}
+		if exact, ok, exactErr := exactChat(body, opts); ok {
+			if fmt.Sprint(exactErr) != fmt.Sprint(gotErr) {
+				return fmt.Sprintf("exactChat, counter %T, model %q: got error %v, want %v", opts.Counter, opts.Model, exactErr, gotErr)
+			}
+			if exact != got {
+				return fmt.Sprintf("exactChat, counter %T, model %q: got %+v, want %+v", opts.Counter, opts.Model, exact, got)
+			}
 		}
 	}
 	return ""

@@ -1,0 +1,360 @@
+package openai
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/tokenwarden/tokenwarden/internal/llm"
+)
+
+// exactChat parses the usual chat request in a pass of its own, quicker
+// than scanChat's because it knows the shape: an object whose keys are
+// plain lower-case ASCII, each once, whose messages are objects of such
+// keys in which role, name and content are strings (content may be null).
+// It reads the members chat uses as scanChat does and checks every other
+// value as the check does (llm.CheckValue). It reports false for a body
+// of any other shape, or with any fault, and scanChat then parses it from
+// the start; nothing has been counted by then, so a body it leaves costs
+// its pass and no more.
+//
+// Keys of plain lower-case ASCII are why it needs none of the check's
+// folding: two such keys fold to one only when they are the same bytes,
+// and none is another case of a field's name, since every name chat
+// declares is one of them. FuzzExactChat holds it to scanChat: the same
+// request, the same error, for every body it takes.
+func exactChat(body []byte, opts llm.ParseOptions) (llm.Request, bool, error) {
+	b := body
+	i := ws(b, 0)
+	if i >= len(b) || uint64(len(b)) >= math.MaxUint32 || b[i] != '{' {
+		return llm.Request{}, false, nil
+	}
+	var v chatScan
+	v.body, v.t = body, llm.NewTally(nil)
+	// The counts are noted, not done, until the body has been read: a
+	// body left to scanChat must not have been counted for nothing.
+	var top [len(chatNames)]gjson.Result
+	var keys exactKeys
+	var members uint64 // the bits of the chat fields the body has
+	i = ws(b, i+1)
+	for {
+		key, j, ok := exactKey(b, i)
+		if !ok || !keys.add(key) {
+			return llm.Request{}, false, nil
+		}
+		k := exactTopField(key)
+		var end int
+		switch k {
+		case topMessages:
+			end, ok = v.exactMessages(b, j)
+		case topStreamOptions:
+			end, ok = exactOptions(b, j)
+		case -1, topTools, topFunctions:
+			// Fields of no declared fields: any value, as the check
+			// reads it.
+			end, ok = exactValue(b, j, 1)
+		default:
+			end, ok = exactScalar(b, j)
+		}
+		if !ok {
+			return llm.Request{}, false, nil
+		}
+		if k >= 0 {
+			top[k] = llm.ResultAt(b, j, end)
+			members |= chatFieldBits[k]
+		}
+		if i = ws(b, end); i < len(b) && b[i] == ',' {
+			i = ws(b, i+1)
+			continue
+		}
+		if i >= len(b) || b[i] != '}' || ws(b, i+1) != len(b) {
+			return llm.Request{}, false, nil
+		}
+		break
+	}
+	if !top[topMessages].IsArray() {
+		// No messages: an error, which scanChat words.
+		return llm.Request{}, false, nil
+	}
+	if opts.Model != "" {
+		v.ready(opts, opts.Model)
+	} else if m := top[topModel]; m.Type == gjson.String && m.Str != "" {
+		v.ready(opts, m.Str)
+	}
+	req, err := v.finish(&top, llm.ShapeWith(body, chatFields, members), opts)
+	return req, true, err
+}
+
+// The indexes in chatNames of the fields exactChat reads in a way of
+// their own.
+var (
+	topModel         = exactTopField("model")
+	topMessages      = exactTopField("messages")
+	topTools         = exactTopField("tools")
+	topFunctions     = exactTopField("functions")
+	topStreamOptions = exactTopField("stream_options")
+)
+
+// chatFieldBits has the Shape bit (1<<Slot) of each of chatNames.
+var chatFieldBits = func() (bits [len(chatNames)]uint64) {
+	for k, name := range chatNames {
+		bits[k] = 1 << chatFields.Slot(name)
+	}
+	return bits
+}()
+
+// exactTopField returns the index in chatNames of key, or -1.
+func exactTopField(key string) int {
+	for k, name := range chatNames {
+		if key == name {
+			return k
+		}
+	}
+	return -1
+}
+
+// exactMessages reads the messages array at i and notes each message's
+// counts, as scanChat's visits do, and returns where the array ends.
+func (v *chatScan) exactMessages(b []byte, i int) (int, bool) {
+	if i >= len(b) || b[i] != '[' {
+		return exactScalar(b, i) // null, say: not an array, which finish refuses
+	}
+	i = ws(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, true
+	}
+	for {
+		end, ok := v.exactMessage(b, i)
+		if !ok {
+			return end, false
+		}
+		v.messages++
+		if i = ws(b, end); i < len(b) && b[i] == ',' {
+			i = ws(b, i+1)
+			continue
+		}
+		if i < len(b) && b[i] == ']' {
+			return i + 1, true
+		}
+		return i, false
+	}
+}
+
+// exactMessage reads the message at i and notes its counts.
+func (v *chatScan) exactMessage(b []byte, i int) (int, bool) {
+	if i >= len(b) || b[i] != '{' {
+		return i, false
+	}
+	var role, name, content llm.Value
+	var keys exactKeys // the keys other than role, name and content
+	i = ws(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		v.noteMessage(role, name, content)
+		v.messageDone()
+		return i + 1, true
+	}
+	for {
+		key, j, ok := messageKey(b, i)
+		if !ok {
+			return i, false
+		}
+		var field *llm.Value
+		switch key {
+		case "role":
+			field = &role
+		case "name":
+			field = &name
+		case "content":
+			field = &content
+		case "tool_calls", "function_call", "refusal", "audio":
+			// Counted as JSON, which is scanChat's to do.
+			return i, false
+		}
+		var end int
+		if field != nil {
+			if field.Raw != "" {
+				return i, false // a repeat
+			}
+			var escaped bool
+			if end, escaped, ok = llm.StringEnd(b, j); !ok {
+				if field != &content || !hasNull(b, j) {
+					return j, false
+				}
+				end = j + len("null")
+			}
+			*field = llm.Value{Raw: llm.View(b[j:end]), Index: j, Escaped: escaped}
+		} else if !keys.add(key) {
+			return i, false
+		} else if end, ok = exactValue(b, j, 3); !ok {
+			return j, false
+		}
+		if i = ws(b, end); i < len(b) && b[i] == ',' {
+			i = ws(b, i+1)
+			continue
+		}
+		if i < len(b) && b[i] == '}' {
+			v.noteMessage(role, name, content)
+			v.messageDone()
+			return i + 1, true
+		}
+		return i, false
+	}
+}
+
+// exactOptions reads the stream_options object at i, whose keys must be
+// plain lower-case ASCII and whose values scalars, and returns where it
+// ends. Its keys are thus none of its fields in another case. Anything
+// else it is not (null, say) is read as a scalar, which finish refuses.
+func exactOptions(b []byte, i int) (int, bool) {
+	if i >= len(b) || b[i] != '{' {
+		return exactScalar(b, i)
+	}
+	var keys exactKeys
+	if i = ws(b, i+1); i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		key, j, ok := exactKey(b, i)
+		if !ok || !keys.add(key) {
+			return i, false
+		}
+		end, ok := exactScalar(b, j)
+		if !ok {
+			return j, false
+		}
+		if i = ws(b, end); i < len(b) && b[i] == ',' {
+			i = ws(b, i+1)
+			continue
+		}
+		if i < len(b) && b[i] == '}' {
+			return i + 1, true
+		}
+		return i, false
+	}
+}
+
+// messageKey is exactKey for a message's key: role, name and content,
+// written compactly, are told by a word of eight bytes.
+func messageKey(b []byte, i int) (string, int, bool) {
+	if i+10 <= len(b) {
+		switch binary.LittleEndian.Uint64(b[i:]) {
+		case wordRole:
+			return "role", i + len(`"role":`), true
+		case wordName:
+			return "name", i + len(`"name":`), true
+		case wordContent:
+			if b[i+8] == '"' && b[i+9] == ':' {
+				return "content", ws(b, i+len(`"content":`)), true
+			}
+		}
+	}
+	return exactKey(b, i)
+}
+
+// The first eight bytes of a message's usual members, as messageKey
+// loads them.
+var (
+	wordRole    = binary.LittleEndian.Uint64([]byte(`"role":"`))
+	wordName    = binary.LittleEndian.Uint64([]byte(`"name":"`))
+	wordContent = binary.LittleEndian.Uint64([]byte(`"content`))
+)
+
+// exactKeys are the keys of an object exactChat reads, to find a repeat.
+// An object with more is left to scanChat.
+type exactKeys struct {
+	n    int
+	keys [24]string
+}
+
+// add adds key, and reports false for a repeat, or a key too many.
+func (k *exactKeys) add(key string) bool {
+	for _, earlier := range k.keys[:k.n] {
+		if key == earlier {
+			return false
+		}
+	}
+	if k.n == len(k.keys) {
+		return false
+	}
+	k.keys[k.n] = key
+	k.n++
+	return true
+}
+
+// exactKey reads the key at i, which must be plain lower-case ASCII
+// (letters, digits, underscores), and its colon, and returns it and where
+// its value starts.
+func exactKey(b []byte, i int) (string, int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return "", i, false
+	}
+	j := i + 1
+	for j < len(b) && keyByte[b[j]] {
+		j++
+	}
+	if j == i+1 || j >= len(b) || b[j] != '"' {
+		return "", i, false
+	}
+	key := llm.View(b[i+1 : j])
+	if j = ws(b, j+1); j >= len(b) || b[j] != ':' {
+		return "", i, false
+	}
+	return key, ws(b, j+1), true
+}
+
+// keyByte is set for the bytes of a key exactKey reads.
+var keyByte = func() (t [256]bool) {
+	for c := range t {
+		t[c] = 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_'
+	}
+	return t
+}()
+
+// exactScalar reads the string, number, true, false or null at i, as the
+// check does, and returns where it ends. Anything else (an object, an
+// array) is left to scanChat: the fields chat reads are checked there
+// against their own fields.
+func exactScalar(b []byte, i int) (int, bool) {
+	if i >= len(b) {
+		return i, false
+	}
+	switch b[i] {
+	case '"':
+		end, _, ok := llm.StringEnd(b, i)
+		return end, ok
+	case 't':
+		return i + 4, hasLiteral(b, i, "true")
+	case 'f':
+		return i + 5, hasLiteral(b, i, "false")
+	case 'n':
+		return i + 4, hasNull(b, i)
+	case '{', '[':
+		return i, false
+	}
+	return llm.NumberEnd(b, i)
+}
+
+// exactValue reads any value at i, inside outer open objects and arrays,
+// as the check reads a value whose fields are not declared.
+func exactValue(b []byte, i, outer int) (int, bool) {
+	if i < len(b) && (b[i] == '{' || b[i] == '[') {
+		return llm.CheckValue(b, i, outer)
+	}
+	return exactScalar(b, i)
+}
+
+func hasNull(b []byte, i int) bool { return hasLiteral(b, i, "null") }
+
+func hasLiteral(b []byte, i int, lit string) bool {
+	return i+len(lit) <= len(b) && string(b[i:i+len(lit)]) == lit
+}
+
+// ws skips JSON whitespace at i; compact JSON, the usual kind, has none,
+// which one comparison tells.
+func ws(b []byte, i int) int {
+	if i < len(b) && b[i] <= ' ' {
+		return llm.SkipSpace(b, i)
+	}
+	return i
+}

@@ -1,0 +1,121 @@
+package openai
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tokenwarden/tokenwarden/internal/llm"
+	"github.com/tokenwarden/tokenwarden/internal/llm/llmtest"
+)
+
+// exactChatCases are bodies exactChat takes (take is set) or leaves to
+// scanChat: each shape it reads, and each thing that makes it let go.
+var exactChatCases = []struct {
+	name, body string
+	take       bool
+}{
+	{"model first", `{"model":"gpt-4o","messages":[{"role":"system","content":"be brief","name":"ops"},{"role":"user","content":"why"}]}`, true},
+	{"model last, as the Python SDK sends it", `{"messages":[{"role":"user","content":"why"}],"model":"gpt-4o","stream":true}`, true},
+	{"many messages", `{"messages":[` + strings.Repeat(`{"role":"user","content":"a turn of text","name":"n"},`, 40) + `{"role":"user","content":"end"}],"model":"o3"}`, true},
+	{"space around every token", " {\n \"model\" : \"m\" ,\n \"messages\" : [ { \"role\" : \"user\" , \"content\" : \"x\" } , { } ] ,\t\"n\" : 2 } \n", true},
+	{"options", `{"model":"gpt-5","messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"include_usage":true},"max_completion_tokens":100,"max_tokens":50,"n":3,"reasoning_effort":"high","service_tier":"flex"}`, true},
+	{"empty stream_options", `{"model":"m","messages":[{"role":"user","content":"x"}],"stream_options":{}}`, true},
+	{"tools and unknown fields", `{"model":"m","temperature":0.5,"top_p":1e-1,"seed":-3,"user":"u","store":false,"metadata":{"a":[1,{"b":null}],"B":2},` +
+		`"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"q":{"type":"string"}}}}}],"functions":[{"name":"g"}],` +
+		`"messages":[{"role":"tool","tool_call_id":"c1","content":"42"},{"role":"assistant","content":null,"prefix":true}]}`, true},
+	{"escapes and non-ASCII", `{"model":"gpt-4o","messages":[{"role":"user","content":"\u0068\u0069 \"quoted\" \\ \ud83d\ude00 é 漢字\n"}]}`, true},
+	{"empty", `{"model":"m","messages":[]}`, true},
+	{"empty message", `{"model":"m","messages":[{}]}`, true},
+	{"bad cap", `{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":0}`, true},
+	{"bad service tier", `{"model":"m","service_tier":1,"messages":[{"role":"user","content":"x"}]}`, true},
+	{"stream a string", `{"model":"m","messages":[{"role":"user","content":"x"}],"stream":"yes"}`, true},
+	{"no model", `{"messages":[{"role":"user","content":"x"}]}`, true},
+	{"model a number", `{"model":4,"messages":[{"role":"user","content":"x"}]}`, true},
+	{"stream_options null", `{"model":"m","messages":[{"role":"user","content":"x"}],"stream_options":null}`, true},
+
+	{"content parts", `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]}`, false},
+	{"tool calls", `{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"a"}]}]}`, false},
+	{"refusal", `{"model":"m","messages":[{"role":"assistant","refusal":"no"}]}`, false},
+	{"content a number", `{"model":"m","messages":[{"role":"user","content":42}]}`, false},
+	{"name null", `{"model":"m","messages":[{"role":"user","content":"x","name":null}]}`, false},
+	{"upper-case key", `{"model":"m","messages":[{"role":"user","content":"x"}],"Temperature":1}`, false},
+	{"key in another case", `{"model":"m","messages":[{"role":"user","Content":"x"}]}`, false},
+	{"escaped key", `{"m\u006fdel":"m","messages":[{"role":"user","content":"x"}]}`, false},
+	{"duplicate key", `{"model":"m","messages":[{"role":"user","content":"x","content":"y"}]}`, false},
+	{"duplicate top-level key", `{"model":"m","model":"n","messages":[]}`, false},
+	{"stream_options in another case", `{"model":"m","messages":[],"stream_options":{"INCLUDE_USAGE":true}}`, false},
+	{"stream_options with an object", `{"model":"m","messages":[],"stream_options":{"include_usage":{}}}`, false},
+	{"no messages", `{"model":"m"}`, false},
+	{"messages an object", `{"model":"m","messages":{"role":"user"}}`, false},
+	{"a message that is not an object", `{"model":"m","messages":["hi"]}`, false},
+	{"bad UTF-8", "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}", false},
+	{"bad escape", `{"model":"m","messages":[{"role":"user","content":"\x"}]}`, false},
+	{"bad number", `{"model":"m","messages":[],"temperature":01}`, false},
+	{"duplicate key in a tool", `{"model":"m","messages":[],"tools":[{"type":"a","TYPE":"b"}]}`, false},
+	// The body itself is a level, and so are the messages array and a
+	// message.
+	{"too deep", `{"model":"m","messages":[],"metadata":` + strings.Repeat("[", 512) + strings.Repeat("]", 512) + `}`, false},
+	{"as deep as may be", `{"model":"m","messages":[],"metadata":` + strings.Repeat("[", 511) + strings.Repeat("]", 511) + `}`, true},
+	{"too deep in a message", `{"model":"m","messages":[{"x":` + strings.Repeat("[", 510) + strings.Repeat("]", 510) + `}]}`, false},
+	{"as deep as may be in a message", `{"model":"m","messages":[{"x":` + strings.Repeat("[", 509) + strings.Repeat("]", 509) + `}]}`, true},
+	{"something after", `{"model":"m","messages":[]}{}`, false},
+	{"cut short", `{"model":"m","messages":[{"role":"user","content":"x"}`, false},
+	{"too many keys", `{"model":"m","messages":[]` + manyKeys(30) + `}`, false},
+}
+
+// manyKeys returns n members ,"kN":N.
+func manyKeys(n int) string {
+	var sb strings.Builder
+	for i := range n {
+		sb.WriteString(`,"k` + itoa(i) + `":` + itoa(i))
+	}
+	return sb.String()
+}
+
+func itoa(i int) string {
+	if i < 10 {
+		return string(rune('0' + i))
+	}
+	return itoa(i/10) + string(rune('0'+i%10))
+}
+
+// TestExactChat: exactChat takes the bodies it is for and leaves the
+// rest, and what it takes it parses as scanChat does.
+func TestExactChat(t *testing.T) {
+	for _, tc := range exactChatCases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, took, _ := exactChat([]byte(tc.body), llmtest.ParseOptions()); took != tc.take {
+				t.Errorf("exactChat took the body: got %v, want %v", took, tc.take)
+			}
+			if diff := compareChatParses([]byte(tc.body)); diff != "" {
+				t.Error(diff)
+			}
+		})
+	}
+}
+
+// TestExactChatNames: every name chat declares, in the body and in a
+// message and in stream_options, is a key exactKey reads. exactChat
+// needs no case folding because of it: a plain lower-case key is never
+// another case of such a name. A declared name with an upper-case letter
+// would make exactChat take a body the check refuses.
+func TestExactChatNames(t *testing.T) {
+	names := append(chatNames[:], "role", "name", "content", "tool_calls", "function_call", "refusal", "audio",
+		"include_usage", "type", "text", "image_url", "url", "detail")
+	for _, name := range names {
+		key := []byte(`"` + name + `":1`)
+		if got, _, ok := exactKey(key, 0); !ok || got != name {
+			t.Errorf("exactKey(%s): got %q, %v; want %q", key, got, ok, name)
+		}
+	}
+	for _, fields := range []*llm.Fields{chatFields, chatMessageFields, streamOptionsFields, chatContentFields, chatImageFields} {
+		if len(fields.Names()) == 0 {
+			t.Errorf("Fields %p: no names", fields)
+		}
+		for _, name := range fields.Names() {
+			if _, _, ok := exactKey([]byte(`"`+name+`":1`), 0); !ok {
+				t.Errorf("declared name %q is not a key exactKey reads", name)
+			}
+		}
+	}
+}
