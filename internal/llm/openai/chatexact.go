@@ -146,60 +146,51 @@ func (v *chatScan) exactMessage(b []byte, i int) (int, bool) {
 	if i >= len(b) || b[i] != '{' {
 		return i, false
 	}
-	var role, name, content llm.Value
-	var keys exactKeys // the keys other than role, name and content
+	// The message's role, name and content (see messageKey); the keys
+	// of its other members are in v's others.
+	var vals [3]llm.Value
+	v.others.n = 0
 	i = ws(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		v.noteMessage(role, name, content)
-		v.messageDone()
-		return i + 1, true
-	}
-	for {
-		key, j, ok := messageKey(b, i)
+	for i >= len(b) || b[i] != '}' {
+		key, k, j, ok := messageKey(b, i)
 		if !ok {
 			return i, false
 		}
-		var field *llm.Value
-		switch key {
-		case "role":
-			field = &role
-		case "name":
-			field = &name
-		case "content":
-			field = &content
-		case "tool_calls", "function_call", "refusal", "audio":
+		var end int
+		switch {
+		case k == fieldJSON:
 			// Counted as JSON, which is scanChat's to do.
 			return i, false
-		}
-		var end int
-		if field != nil {
-			if field.Raw != "" {
+		case k >= 0:
+			if vals[k].Raw != "" {
 				return i, false // a repeat
 			}
 			var escaped bool
 			if end, escaped, ok = llm.StringEnd(b, j); !ok {
-				if field != &content || !hasNull(b, j) {
+				if k != fieldContent || !hasNull(b, j) {
 					return j, false
 				}
 				end = j + len("null")
 			}
-			*field = llm.Value{Raw: llm.View(b[j:end]), Index: j, Escaped: escaped}
-		} else if !keys.add(key) {
+			vals[k] = llm.Value{Raw: llm.View(b[j:end]), Index: j, Escaped: escaped}
+		case !v.others.add(key):
 			return i, false
-		} else if end, ok = exactValue(b, j, 3); !ok {
-			return j, false
+		default:
+			if end, ok = exactValue(b, j, 3); !ok {
+				return j, false
+			}
 		}
 		if i = ws(b, end); i < len(b) && b[i] == ',' {
 			i = ws(b, i+1)
 			continue
 		}
-		if i < len(b) && b[i] == '}' {
-			v.noteMessage(role, name, content)
-			v.messageDone()
-			return i + 1, true
+		if i >= len(b) || b[i] != '}' {
+			return i, false
 		}
-		return i, false
 	}
+	v.noteMessage(vals[fieldRole], vals[fieldName], vals[fieldContent])
+	v.messageDone()
+	return i + 1, true
 }
 
 // exactOptions reads the stream_options object at i, whose keys must be
@@ -234,23 +225,45 @@ func exactOptions(b []byte, i int) (int, bool) {
 	}
 }
 
-// messageKey is exactKey for a message's key: role, name and content,
+// messageKey is exactKey for a message's key, and says which of the
+// message's fields it is: fieldRole, fieldName or fieldContent, fieldJSON
+// for one counted as JSON, or -1 for another. Role, name and content,
 // written compactly, are told by a word of eight bytes.
-func messageKey(b []byte, i int) (string, int, bool) {
+func messageKey(b []byte, i int) (string, int, int, bool) {
 	if i+10 <= len(b) {
 		switch binary.LittleEndian.Uint64(b[i:]) {
 		case wordRole:
-			return "role", i + len(`"role":`), true
+			return "role", fieldRole, i + len(`"role":`), true
 		case wordName:
-			return "name", i + len(`"name":`), true
+			return "name", fieldName, i + len(`"name":`), true
 		case wordContent:
 			if b[i+8] == '"' && b[i+9] == ':' {
-				return "content", ws(b, i+len(`"content":`)), true
+				return "content", fieldContent, ws(b, i+len(`"content":`)), true
 			}
 		}
 	}
-	return exactKey(b, i)
+	key, j, ok := exactKey(b, i)
+	k := -1
+	switch key {
+	case "role":
+		k = fieldRole
+	case "name":
+		k = fieldName
+	case "content":
+		k = fieldContent
+	case "tool_calls", "function_call", "refusal", "audio":
+		k = fieldJSON
+	}
+	return key, k, j, ok
 }
+
+// What messageKey says a message's key is.
+const (
+	fieldRole = iota
+	fieldName
+	fieldContent
+	fieldJSON
+)
 
 // The first eight bytes of a message's usual members, as messageKey
 // loads them.

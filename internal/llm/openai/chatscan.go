@@ -125,6 +125,9 @@ type chatScan struct {
 		start       int
 		url, detail llm.Value
 	}
+	// others are the keys of the message exactChat reads, other than its
+	// role, name and content.
+	others exactKeys
 }
 
 // pendingCount is a count noted in a chat scan: what to count, and the
