@@ -35,6 +35,18 @@ func FuzzAppendDuration(f *testing.F) {
 	f.Fuzz(func(t *testing.T, d int64) { checkDuration(t, time.Duration(d)) })
 }
 
+// FuzzAppendDecimal holds appendDecimal to strconv.
+func FuzzAppendDecimal(f *testing.F) {
+	for _, u := range []uint64{0, 9, 10, 99, 100, 101, 999, 1000, 30_000_000, math.MaxUint64} {
+		f.Add(u)
+	}
+	f.Fuzz(func(t *testing.T, u uint64) {
+		if got, want := string(appendDecimal([]byte("x"), u)), "x"+strconv.FormatUint(u, 10); got != want {
+			t.Fatalf("appendDecimal(%d): got %q, want %q", u, got, want)
+		}
+	})
+}
+
 func TestAppendAmount(t *testing.T) {
 	for _, tc := range []struct {
 		d    accounting.Dimension
