@@ -12,7 +12,8 @@ import (
 // exactChat parses the usual chat request in a pass of its own, quicker
 // than scanChat's because it knows the shape: an object whose keys are
 // plain lower-case ASCII, each once, whose messages are objects of such
-// keys in which role, name and content are strings (content may be null).
+// keys in which role and name are strings, and content a string, null,
+// or an array of text and image_url parts.
 // It reads the members chat uses as scanChat does and checks every other
 // value as the check does (llm.CheckValue). It reports false for a body
 // of any other shape, or with any fault, and scanChat then parses it from
@@ -151,7 +152,7 @@ func (v *chatScan) exactMessage(b []byte, i int) (int, bool) {
 	var vals [3]llm.Value
 	v.others.n = 0
 	i = ws(b, i+1)
-	for i >= len(b) || b[i] != '}' {
+	for empty := i < len(b) && b[i] == '}'; !empty; {
 		key, k, j, ok := messageKey(b, i)
 		if !ok {
 			return i, false
@@ -166,11 +167,16 @@ func (v *chatScan) exactMessage(b []byte, i int) (int, bool) {
 				return i, false // a repeat
 			}
 			var escaped bool
-			if end, escaped, ok = llm.StringEnd(b, j); !ok {
-				if k != fieldContent || !hasNull(b, j) {
-					return j, false
-				}
+			switch {
+			case k == fieldContent && j < len(b) && b[j] == '[':
+				end, ok = v.exactParts(b, j)
+			case k == fieldContent && hasNull(b, j):
 				end = j + len("null")
+			default:
+				end, escaped, ok = llm.StringEnd(b, j)
+			}
+			if !ok {
+				return j, false
 			}
 			vals[k] = llm.Value{Raw: llm.View(b[j:end]), Index: j, Escaped: escaped}
 		case !v.others.add(key):
@@ -187,10 +193,133 @@ func (v *chatScan) exactMessage(b []byte, i int) (int, bool) {
 		if i >= len(b) || b[i] != '}' {
 			return i, false
 		}
+		break
 	}
 	v.noteMessage(vals[fieldRole], vals[fieldName], vals[fieldContent])
 	v.messageDone()
 	return i + 1, true
+}
+
+// exactParts reads the content array at i, of text and image_url parts,
+// and notes their counts as scanChat's visits do, and returns where it
+// ends. A part of any other shape is left to scanChat: one of another
+// type, or with other members, or whose type has an escape.
+func (v *chatScan) exactParts(b []byte, i int) (int, bool) {
+	i = ws(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, true
+	}
+	for {
+		end, ok := v.exactPart(b, i)
+		if !ok {
+			return end, false
+		}
+		if i = ws(b, end); i < len(b) && b[i] == ',' {
+			i = ws(b, i+1)
+			continue
+		}
+		if i < len(b) && b[i] == ']' {
+			return i + 1, true
+		}
+		return i, false
+	}
+}
+
+// exactPart reads the content part at i and notes its counts.
+func (v *chatScan) exactPart(b []byte, i int) (int, bool) {
+	if i >= len(b) || b[i] != '{' {
+		return i, false
+	}
+	var typ, text, url, detail llm.Value
+	image := false // the part has an image_url
+	i = ws(b, i+1)
+	for {
+		key, j, ok := exactKey(b, i)
+		if !ok {
+			return i, false
+		}
+		var end int
+		var val *llm.Value
+		switch key {
+		case "type":
+			val = &typ
+		case "text":
+			val = &text
+		case "image_url":
+			if image {
+				return i, false
+			}
+			image = true
+			end, ok = exactImage(b, j, &url, &detail)
+		default:
+			return i, false
+		}
+		if val != nil {
+			if val.Raw != "" {
+				return i, false
+			}
+			var escaped bool
+			if end, escaped, ok = llm.StringEnd(b, j); ok {
+				*val = llm.Value{Raw: llm.View(b[j:end]), Index: j, Escaped: escaped}
+			}
+		}
+		if !ok {
+			return j, false
+		}
+		if i = ws(b, end); i < len(b) && b[i] == ',' {
+			i = ws(b, i+1)
+			continue
+		}
+		if i >= len(b) || b[i] != '}' {
+			return i, false
+		}
+		break
+	}
+	switch {
+	case typ.Raw == `"text"` && !image && text.Raw != "":
+	case typ.Raw == `"image_url"` && image && text.Raw == "":
+	default:
+		return i, false
+	}
+	v.notePart(typ.Raw[1:len(typ.Raw)-1], text, url, detail)
+	return i + 1, true
+}
+
+// exactImage reads the image_url object at i, of a url and a detail,
+// strings, into url and detail, and returns where it ends.
+func exactImage(b []byte, i int, url, detail *llm.Value) (int, bool) {
+	if i >= len(b) || b[i] != '{' {
+		return i, false
+	}
+	i = ws(b, i+1)
+	for {
+		key, j, ok := exactKey(b, i)
+		if !ok {
+			return i, false
+		}
+		var val *llm.Value
+		switch key {
+		case "url":
+			val = url
+		case "detail":
+			val = detail
+		default:
+			return i, false
+		}
+		end, escaped, ok := llm.StringEnd(b, j)
+		if !ok || val.Raw != "" {
+			return j, false
+		}
+		*val = llm.Value{Raw: llm.View(b[j:end]), Index: j, Escaped: escaped}
+		if i = ws(b, end); i < len(b) && b[i] == ',' {
+			i = ws(b, i+1)
+			continue
+		}
+		if i >= len(b) || b[i] != '}' || url.Raw == "" {
+			return i, false
+		}
+		return i + 1, true
+	}
 }
 
 // exactOptions reads the stream_options object at i, whose keys must be

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -33,7 +34,30 @@ var exactChatCases = []struct {
 	{"model a number", `{"model":4,"messages":[{"role":"user","content":"x"}]}`, true},
 	{"stream_options null", `{"model":"m","messages":[{"role":"user","content":"x"}],"stream_options":null}`, true},
 
-	{"content parts", `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]}`, false},
+	{"content parts", `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"x"},{"text":"typed after","type":"text"},` +
+		`{"type":"image_url","image_url":{"url":"https://x/y.png","detail":"low"}},{"image_url":{"detail":"high","url":"data:image/png;base64,iVBORw0KGgo="},"type":"image_url"},` +
+		`{"type":"image_url","image_url":{"url":"https:\/\/x\/escaped.png"}}],"name":"n"},{"role":"user","content":[]}]}`, true},
+	{"the lifecycle benchmark's body", "", true},
+	{"a part of another type", `{"model":"m","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA"}}]}]}`, false},
+	{"a part's type escaped", `{"model":"m","messages":[{"role":"user","content":[{"type":"t\u0065xt","text":"x"}]}]}`, false},
+	{"a part without a type", `{"model":"m","messages":[{"role":"user","content":[{"text":"x"}]}]}`, false},
+	{"a text part with an image", `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"x","image_url":{"url":"u"}}]}]}`, false},
+	{"an image part with text", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","text":"x","image_url":{"url":"u"}}]}]}`, false},
+	{"a text part without text", `{"model":"m","messages":[{"role":"user","content":[{"type":"text"}]}]}`, false},
+	{"text null", `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":null}]}]}`, false},
+	{"an image without a URL", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"detail":"low"}}]}]}`, false},
+	{"an image_url string", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":"https://x"}]}]}`, false},
+	{"an image with more", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"u","x":1}}]}]}`, false},
+	{"a part that is not an object", `{"model":"m","messages":[{"role":"user","content":["text"]}]}`, false},
+	{"a part's key twice", `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"x","text":"y"}]}]}`, false},
+	{"an image's key twice", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"u","url":"v"}}]}]}`, false},
+	{"a trailing comma in a message", `{"model":"m","messages":[{"role":"user",}]}`, false},
+	{"a trailing comma in the body", `{"model":"m","messages":[],}`, false},
+	{"a trailing comma in the messages", `{"model":"m","messages":[{},]}`, false},
+	{"a trailing comma in the parts", `{"model":"m","messages":[{"content":[{"type":"text","text":"x"},]}]}`, false},
+	{"a trailing comma in a part", `{"model":"m","messages":[{"content":[{"type":"text","text":"x",}]}]}`, false},
+	{"a trailing comma in an image", `{"model":"m","messages":[{"content":[{"type":"image_url","image_url":{"url":"u",}}]}]}`, false},
+	{"a trailing comma in stream_options", `{"model":"m","messages":[],"stream_options":{"include_usage":true,}}`, false},
 	{"tool calls", `{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"a"}]}]}`, false},
 	{"refusal", `{"model":"m","messages":[{"role":"assistant","refusal":"no"}]}`, false},
 	{"content a number", `{"model":"m","messages":[{"role":"user","content":42}]}`, false},
@@ -84,6 +108,13 @@ func itoa(i int) string {
 func TestExactChat(t *testing.T) {
 	for _, tc := range exactChatCases {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.body == "" {
+				b, err := os.ReadFile("../../../testdata/openai/chat_request.json")
+				if err != nil {
+					t.Fatal(err)
+				}
+				tc.body = string(b)
+			}
 			if _, took, _ := exactChat([]byte(tc.body), llmtest.ParseOptions()); took != tc.take {
 				t.Errorf("exactChat took the body: got %v, want %v", took, tc.take)
 			}

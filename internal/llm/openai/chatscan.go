@@ -249,23 +249,37 @@ func (v *chatScan) part(s *llm.Scan, vis *llm.Visited) {
 	if m, ok := s.Member(slotType); ok && m.Raw[0] == '"' {
 		typ = m.Text()
 	}
+	var text, url, detail llm.Value
 	switch typ {
 	case "text":
-		text, _ := s.Member(slotText)
-		v.noteText(countText, text)
+		text, _ = s.Member(slotText)
 	case "image_url":
 		// The image_url object was visited just before its part; a
 		// part whose image_url is not an object has no URL or detail,
 		// as gjson reads it.
-		var url, detail llm.Value
 		if m, ok := s.Member(slotImageURL); ok && m.Raw[0] == '{' && m.Index == v.image.start {
 			url, detail = v.image.url, v.image.detail
 		}
+	}
+	if !v.notePart(typ, text, url, detail) {
+		v.note(countJSON, false, vis.Start, vis.End)
+	}
+}
+
+// notePart notes the counts of a content part of type typ, with its text,
+// or its image's URL and detail; it reports false for a part of another
+// type, which is counted as JSON.
+func (v *chatScan) notePart(typ string, text, url, detail llm.Value) bool {
+	switch typ {
+	case "text":
+		v.noteText(countText, text)
+	case "image_url":
 		v.noteText(countDetail, detail)
 		v.noteText(countImage, url)
 	default:
-		v.note(countJSON, false, vis.Start, vis.End)
+		return false
 	}
+	return true
 }
 
 // noteText notes a count of kind of the text of a member, read as
