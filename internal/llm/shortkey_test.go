@@ -26,6 +26,15 @@ var shortKeyCases = []string{
 	// A long key whose hash could equal a short key's word is compared
 	// in full.
 	`{"a_rather_long_key":1,"a":2,"A_RATHER_LONG_KEY":3}`,
+	// From an adversarial review: folding beyond ASCII, escapes that
+	// make a short key, NUL, eight bytes ending in a multi-byte
+	// character, and the table of an object of 16 keys and more.
+	`{"meſſages":[]}`, `{"messages":[],"meſſages":[]}`, `{"me\u017F\u017Fages":[],"messages":1}`,
+	`{"max_tokens":1,"max_to\u212aens":2}`, "{\"\u212a\":2,\"\\u212A\":1}",
+	`{"abcdefgh":1,"abcdefg\u0068":2}`, `{"":1,"\u0000":2}`, `{"a\u0000":1,"a":2}`,
+	"{\"abcdefg\xc3\xa9\":1,\"ABCDEFG\xc3\x89\":2}",
+	`{` + keysFrom(0, 16) + `,"model":1,"Model":2}`,
+	`{"a":{` + keysFrom(0, 15) + `},"b":{` + keysFrom(0, 15) + `,"c":{` + keysFrom(0, 15) + `,"K1":1}}}`,
 }
 
 // keysFrom returns n members "k<i>":i from from on.

@@ -17,8 +17,8 @@ import (
 // It reads the members chat uses as scanChat does and checks every other
 // value as the check does (llm.CheckValue). It reports false for a body
 // of any other shape, or with any fault, and scanChat then parses it from
-// the start; nothing has been counted by then, so a body it leaves costs
-// its pass and no more.
+// the start: a body it leaves costs its pass, and the counts of the
+// messages it read, and no more.
 //
 // Keys of plain lower-case ASCII are why it needs none of the check's
 // folding: two such keys fold to one only when they are the same bytes,
@@ -33,8 +33,12 @@ func exactChat(body []byte, opts llm.ParseOptions) (llm.Request, bool, error) {
 	}
 	var v chatScan
 	v.body, v.t = body, llm.NewTally(nil)
-	// The counts are noted, not done, until the body has been read: a
-	// body left to scanChat must not have been counted for nothing.
+	if opts.Model != "" {
+		v.ready(opts, opts.Model)
+	}
+	// The values exactChat does not read itself are checked with one
+	// checker, which keeps its tables from one value to the next.
+	var vc llm.ValueChecker
 	var top [len(chatNames)]gjson.Result
 	var keys exactKeys
 	var members uint64 // the bits of the chat fields the body has
@@ -48,13 +52,13 @@ func exactChat(body []byte, opts llm.ParseOptions) (llm.Request, bool, error) {
 		var end int
 		switch k {
 		case topMessages:
-			end, ok = v.exactMessages(b, j)
+			end, ok = v.exactMessages(b, j, &vc)
 		case topStreamOptions:
 			end, ok = exactOptions(b, j)
 		case -1, topTools, topFunctions:
 			// Fields of no declared fields: any value, as the check
 			// reads it.
-			end, ok = exactValue(b, j, 1)
+			end, ok = exactValue(b, j, 1, &vc)
 		default:
 			end, ok = exactScalar(b, j)
 		}
@@ -64,6 +68,11 @@ func exactChat(body []byte, opts llm.ParseOptions) (llm.Request, bool, error) {
 		if k >= 0 {
 			top[k] = llm.ResultAt(b, j, end)
 			members |= chatFieldBits[k]
+			if m := top[k]; k == topModel && !v.known && m.Type == gjson.String && m.Str != "" {
+				// The messages after the model are counted as they are
+				// read, as scanChat counts them.
+				v.ready(opts, m.Str)
+			}
 		}
 		if i = ws(b, end); i < len(b) && b[i] == ',' {
 			i = ws(b, i+1)
@@ -77,11 +86,6 @@ func exactChat(body []byte, opts llm.ParseOptions) (llm.Request, bool, error) {
 	if !top[topMessages].IsArray() {
 		// No messages: an error, which scanChat words.
 		return llm.Request{}, false, nil
-	}
-	if opts.Model != "" {
-		v.ready(opts, opts.Model)
-	} else if m := top[topModel]; m.Type == gjson.String && m.Str != "" {
-		v.ready(opts, m.Str)
 	}
 	req, err := v.finish(&top, llm.ShapeWith(body, chatFields, members), opts)
 	return req, true, err
@@ -117,7 +121,7 @@ func exactTopField(key string) int {
 
 // exactMessages reads the messages array at i and notes each message's
 // counts, as scanChat's visits do, and returns where the array ends.
-func (v *chatScan) exactMessages(b []byte, i int) (int, bool) {
+func (v *chatScan) exactMessages(b []byte, i int, vc *llm.ValueChecker) (int, bool) {
 	if i >= len(b) || b[i] != '[' {
 		return exactScalar(b, i) // null, say: not an array, which finish refuses
 	}
@@ -126,7 +130,7 @@ func (v *chatScan) exactMessages(b []byte, i int) (int, bool) {
 		return i + 1, true
 	}
 	for {
-		end, ok := v.exactMessage(b, i)
+		end, ok := v.exactMessage(b, i, vc)
 		if !ok {
 			return end, false
 		}
@@ -143,13 +147,13 @@ func (v *chatScan) exactMessages(b []byte, i int) (int, bool) {
 }
 
 // exactMessage reads the message at i and notes its counts.
-func (v *chatScan) exactMessage(b []byte, i int) (int, bool) {
+func (v *chatScan) exactMessage(b []byte, i int, vc *llm.ValueChecker) (int, bool) {
 	if i >= len(b) || b[i] != '{' {
 		return i, false
 	}
-	// The message's role, name and content (see messageKey); the keys
-	// of its other members are in v's others.
-	var vals [3]llm.Value
+	// The message's fields (see messageKey); the keys of its other
+	// members are in v's others.
+	var vals [numMessageFields]llm.Value
 	v.others.n = 0
 	i = ws(b, i+1)
 	for empty := i < len(b) && b[i] == '}'; !empty; {
@@ -157,34 +161,31 @@ func (v *chatScan) exactMessage(b []byte, i int) (int, bool) {
 		if !ok {
 			return i, false
 		}
+		if k >= 0 && vals[k].Raw != "" {
+			return i, false // a repeat
+		}
 		var end int
+		var escaped bool
 		switch {
-		case k == fieldJSON:
-			// Counted as JSON, which is scanChat's to do.
-			return i, false
+		case k == fieldContent && j < len(b) && b[j] == '[':
+			end, ok = v.exactParts(b, j)
+		case k == fieldContent && hasNull(b, j):
+			end = j + len("null")
+		case k == fieldRole || k == fieldName || k == fieldContent:
+			end, escaped, ok = llm.StringEnd(b, j)
 		case k >= 0:
-			if vals[k].Raw != "" {
-				return i, false // a repeat
-			}
-			var escaped bool
-			switch {
-			case k == fieldContent && j < len(b) && b[j] == '[':
-				end, ok = v.exactParts(b, j)
-			case k == fieldContent && hasNull(b, j):
-				end = j + len("null")
-			default:
-				end, escaped, ok = llm.StringEnd(b, j)
-			}
-			if !ok {
-				return j, false
-			}
-			vals[k] = llm.Value{Raw: llm.View(b[j:end]), Index: j, Escaped: escaped}
+			// Counted as JSON, whatever it is.
+			end, ok = exactValue(b, j, 3, vc)
 		case !v.others.add(key):
 			return i, false
 		default:
-			if end, ok = exactValue(b, j, 3); !ok {
-				return j, false
-			}
+			end, ok = exactValue(b, j, 3, vc)
+		}
+		if !ok {
+			return j, false
+		}
+		if k >= 0 {
+			vals[k] = llm.Value{Raw: llm.View(b[j:end]), Index: j, Escaped: escaped}
 		}
 		if i = ws(b, end); i < len(b) && b[i] == ',' {
 			i = ws(b, i+1)
@@ -196,6 +197,11 @@ func (v *chatScan) exactMessage(b []byte, i int) (int, bool) {
 		break
 	}
 	v.noteMessage(vals[fieldRole], vals[fieldName], vals[fieldContent])
+	for _, m := range vals[fieldToolCalls:] {
+		if m.Raw != "" {
+			v.noteValue(countJSON, m)
+		}
+	}
 	v.messageDone()
 	return i + 1, true
 }
@@ -355,8 +361,7 @@ func exactOptions(b []byte, i int) (int, bool) {
 }
 
 // messageKey is exactKey for a message's key, and says which of the
-// message's fields it is: fieldRole, fieldName or fieldContent, fieldJSON
-// for one counted as JSON, or -1 for another. Role, name and content,
+// message's fields it is (see fieldRole), or -1 for another key. Role, name and content,
 // written compactly, are told by a word of eight bytes.
 func messageKey(b []byte, i int) (string, int, int, bool) {
 	if i+10 <= len(b) {
@@ -380,18 +385,29 @@ func messageKey(b []byte, i int) (string, int, int, bool) {
 		k = fieldName
 	case "content":
 		k = fieldContent
-	case "tool_calls", "function_call", "refusal", "audio":
-		k = fieldJSON
+	case "tool_calls":
+		k = fieldToolCalls
+	case "function_call":
+		k = fieldFunctionCall
+	case "refusal":
+		k = fieldRefusal
+	case "audio":
+		k = fieldAudio
 	}
 	return key, k, j, ok
 }
 
-// What messageKey says a message's key is.
+// The fields of a message messageKey tells: role, name and content, then
+// those counted as JSON, in the order scanChat counts them.
 const (
 	fieldRole = iota
 	fieldName
 	fieldContent
-	fieldJSON
+	fieldToolCalls
+	fieldFunctionCall
+	fieldRefusal
+	fieldAudio
+	numMessageFields
 )
 
 // The first eight bytes of a message's usual members, as messageKey
@@ -479,9 +495,12 @@ func exactScalar(b []byte, i int) (int, bool) {
 
 // exactValue reads any value at i, inside outer open objects and arrays,
 // as the check reads a value whose fields are not declared.
-func exactValue(b []byte, i, outer int) (int, bool) {
+func exactValue(b []byte, i, outer int, vc *llm.ValueChecker) (int, bool) {
+	if i+1 < len(b) && (b[i] == '{' && b[i+1] == '}' || b[i] == '[' && b[i+1] == ']') {
+		return i + 2, true // empty, and never too deep: outer is below MaxDepth
+	}
 	if i < len(b) && (b[i] == '{' || b[i] == '[') {
-		return llm.CheckValue(b, i, outer)
+		return vc.Check(b, i, outer)
 	}
 	return exactScalar(b, i)
 }

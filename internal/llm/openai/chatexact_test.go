@@ -58,9 +58,12 @@ var exactChatCases = []struct {
 	{"a trailing comma in a part", `{"model":"m","messages":[{"content":[{"type":"text","text":"x",}]}]}`, false},
 	{"a trailing comma in an image", `{"model":"m","messages":[{"content":[{"type":"image_url","image_url":{"url":"u",}}]}]}`, false},
 	{"a trailing comma in stream_options", `{"model":"m","messages":[],"stream_options":{"include_usage":true,}}`, false},
-	{"tool calls", `{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"a"}]}]}`, false},
-	{"refusal", `{"model":"m","messages":[{"role":"assistant","refusal":"no"}]}`, false},
+	{"tool calls", `{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{\"q\":1}"}}]},` +
+		`{"role":"tool","tool_call_id":"a","content":"42"},{"role":"assistant","refusal":"no","audio":{"id":"x"},"function_call":{"name":"g"}}]}`, true},
+	{"a tool call twice", `{"model":"m","messages":[{"role":"assistant","tool_calls":[],"tool_calls":[]}]}`, false},
+	{"a tool call with a repeat inside", `{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"a","ID":"b"}]}]}`, false},
 	{"content a number", `{"model":"m","messages":[{"role":"user","content":42}]}`, false},
+	{"model first, counted as read", `{"model":"gpt-4o","messages":[` + strings.Repeat(`{"role":"user","name":"ann","content":"hi there"},`, 40) + `{}],"tools":[` + strings.Repeat(`{"type":"function","function":{"name":"f","parameters":{"type":"object"}}},`, 20) + `{}]}`, true},
 	{"name null", `{"model":"m","messages":[{"role":"user","content":"x","name":null}]}`, false},
 	{"upper-case key", `{"model":"m","messages":[{"role":"user","content":"x"}],"Temperature":1}`, false},
 	{"key in another case", `{"model":"m","messages":[{"role":"user","Content":"x"}]}`, false},
@@ -147,6 +150,45 @@ func TestExactChatNames(t *testing.T) {
 			if _, _, ok := exactKey([]byte(`"`+name+`":1`), 0); !ok {
 				t.Errorf("declared name %q is not a key exactKey reads", name)
 			}
+		}
+	}
+}
+
+// TestExactChatParseAllocs: a usual body, taken by exactChat, allocates
+// nothing per message, with the model before the messages and after.
+func TestExactChatParseAllocs(t *testing.T) {
+	for _, tc := range []func(n int) string{
+		func(n int) string {
+			return `{"model":"gpt-4o","messages":[` + llmtest.Repeat(`{"role":"user","name":"ann","content":"hi there"},`+
+				`{"role":"assistant","content":null,"tool_calls":[{"id":"a","function":{"arguments":"{}"}}]},{"role":"tool","tool_call_id":"a","content":"ok"}`, n) + `],"tools":[{"type":"function"}]}`
+		},
+	} {
+		if _, took, _ := exactChat([]byte(tc(3)), llmtest.ParseOptions()); !took {
+			t.Fatal("exactChat left the body")
+		}
+		llmtest.CheckParseAllocs(t, Chat{}, "/v1/x", func(n int) []byte { return []byte(tc(n)) })
+	}
+}
+
+// TestExactChatValueAllocs: the values exactChat checks with the check
+// cost it what the check of the whole body costs scanChat: one checker
+// keeps its room for deep levels and its key tables from value to value,
+// rather than a checker a value, each allocating its own.
+func TestExactChatValueAllocs(t *testing.T) {
+	for _, value := range []string{
+		strings.Repeat("[", 100) + strings.Repeat("]", 100),
+		`{` + manyKeys(20)[1:] + `}`,
+		`{"a":[],"b":{"c":1}}`,
+	} {
+		body := []byte(`{"model":"m","messages":[` + strings.Repeat(`{"role":"user","content":"x","x":`+value+`},`, 200) + `{}]}`)
+		opts := llmtest.ParseOptions()
+		if _, took, _ := exactChat(body, opts); !took {
+			t.Fatalf("%.40s: exactChat left the body", value)
+		}
+		exact := testing.AllocsPerRun(5, func() { exactChat(body, opts) })
+		scan := testing.AllocsPerRun(5, func() { scanChat(body, opts) })
+		if exact > scan+2 {
+			t.Errorf("%.40s: exactChat allocates %.0f times a parse, scanChat %.0f", value, exact, scan)
 		}
 	}
 }

@@ -56,6 +56,24 @@ var chatScanCases = []struct{ name, body string }{
 	{"syntax error after the messages", `{"model":"m","messages":[{"role":"user","content":"x"}],"n":}`},
 	{"bad UTF-8", "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}"},
 	{"not an object", `[{"model":"m"}]`},
+	// Bodies an adversarial review of exactChat tried.
+	{"stream_options key twice", `{"model":"m","messages":[],"stream_options":{"include_usage":true,"include_usage":false}}`},
+	{"stream_options, Kelvin sign", `{"model":"m","messages":[],"stream_options":{"include_usage":true,"\u212a":1,"k":2}}`},
+	{"long s", `{"model":"m","messages":[],"stream":true,"ſtream":false}`},
+	{"content null, then a string", `{"model":"m","messages":[{"role":"user","content":null,"content":"x"}]}`},
+	{"role twice, one spaced", `{"model":"m","messages":[{"role" :"user","role":"system"}]}`},
+	{"Kelvin sign in a value", `{"model":"m","messages":[{"role":"user","content":"x","x":{"k":1,"\u212a":2}}]}`},
+	{"null twice", `{"model":"m","messages":[{"role":"user","content":nullnull}]}`},
+	{"eight-byte keys in two cases", `{"model":"m","messages":[],"metadata":{"abcdefgh":1,"ABCDEFGH":2}}`},
+	{"an eight-byte key before the model", `{"messages":[{"role":"user","content":"x"}],"mmmmmmmm":1,"model":"m"}`},
+	{"NUL after", `{"model":"m","messages":[]}` + "\x00"},
+	{"BOM", "\xef\xbb\xbf" + `{"model":"m","messages":[]}`},
+	{"form feed", "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\x0c\"content\":\"x\"}]}"},
+	{"max_tokens past int64", `{"model":"m","messages":[],"max_tokens":9223372036854775808}`},
+	{"n minus zero", `{"model":"m","messages":[],"n":-0.0e-0}`},
+	{"24 more keys in a message", `{"model":"m","messages":[{"role":"user","content":"x"` + manyKeys(24) + `,"k23":0}]}`},
+	{"33 messages before the model", `{"messages":[` + strings.Repeat(`{"role":"user","content":null,"name":"n"},`, 33) + `{}],"model":"m","n":2}`},
+	{"512 objects deep", `{"model":"m","messages":[],"x":` + strings.Repeat(`{"a":`, 512) + `1` + strings.Repeat("}", 512) + `}`},
 }
 
 // TestChatScan: the one-pass parse of a chat request returns what the
