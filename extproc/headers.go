@@ -108,29 +108,24 @@ func appendDuration(dst []byte, d time.Duration) []byte {
 }
 
 // appendFraction appends v / 10^prec as a decimal, without trailing
-// zeros (prec at most 9): one division by a power of ten, then the
-// fraction's digits as appendDecimal writes them, padded.
+// zeros in its fraction, and without a point when the fraction is zero.
 func appendFraction(dst []byte, v uint64, prec int) []byte {
-	pow := pow10[prec]
+	pow := uint64(1)
+	for range prec {
+		pow *= 10
+	}
 	dst = appendDecimal(dst, v/pow)
 	frac := v % pow
 	if frac == 0 {
 		return dst
 	}
-	var buf [20]byte
-	digits := appendDecimal(buf[:0], frac)
 	dst = append(dst, '.')
-	for range prec - len(digits) {
-		dst = append(dst, '0')
+	for pow /= 10; frac > 0; pow /= 10 {
+		dst = append(dst, byte('0'+frac/pow))
+		frac %= pow
 	}
-	for digits[len(digits)-1] == '0' {
-		digits = digits[:len(digits)-1]
-	}
-	return append(dst, digits...)
+	return dst
 }
-
-// pow10 holds the powers of ten appendFraction divides by.
-var pow10 = [...]uint64{1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9}
 
 // numDims is the number of accounting dimensions.
 const numDims = len(accounting.Decision{}.Dims)

@@ -47,32 +47,19 @@ func appendAmount(dst []byte, d accounting.Dimension, v int64) []byte {
 }
 
 // appendDecimal appends u in decimal, as strconv.AppendUint(dst, u, 10)
-// does, in one append and two digits a division: the x-ratelimit-*
-// figures of every response are written with it, a dozen digits each.
+// does, in one append: the x-ratelimit-* figures of every response are
+// written with it.
 func appendDecimal(dst []byte, u uint64) []byte {
 	var buf [20]byte
-	i := len(buf)
-	for u >= 100 {
-		q := u / 100
-		r := 2 * (u - 100*q)
-		i -= 2
-		buf[i], buf[i+1] = digitPairs[r], digitPairs[r+1]
-		u = q
-	}
-	if u >= 10 {
-		i -= 2
-		buf[i], buf[i+1] = digitPairs[2*u], digitPairs[2*u+1]
-	} else {
+	i := len(buf) - 1
+	for u >= 10 {
+		buf[i] = byte('0' + u%10)
+		u /= 10
 		i--
-		buf[i] = byte('0' + u)
 	}
+	buf[i] = byte('0' + u)
 	return append(dst, buf[i:]...)
 }
-
-// digitPairs holds 00 to 99, for appendDecimal.
-const digitPairs = "00010203040506070809" + "10111213141516171819" + "20212223242526272829" + "30313233343536373839" +
-	"40414243444546474849" + "50515253545556575859" + "60616263646566676869" + "70717273747576777879" +
-	"80818283848586878889" + "90919293949596979899"
 
 // immediate builds a local reply: Envoy sends it to the client in place of
 // the upstream's response and closes the stream.
