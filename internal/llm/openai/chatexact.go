@@ -151,9 +151,11 @@ func (v *chatScan) exactMessage(b []byte, i int, vc *llm.ValueChecker) (int, boo
 	if i >= len(b) || b[i] != '{' {
 		return i, false
 	}
-	// The message's fields (see messageKey); the keys of its other
-	// members are in v's others.
-	var vals [numMessageFields]llm.Value
+	// The message's role, name and content, and its fields counted as
+	// JSON in v's json, each when its bit (1<<field, see messageKey) is
+	// in seen; the keys of its other members are in v's others.
+	var vals [fieldToolCalls]llm.Value
+	var seen uint
 	v.others.n = 0
 	i = ws(b, i+1)
 	for empty := i < len(b) && b[i] == '}'; !empty; {
@@ -161,8 +163,11 @@ func (v *chatScan) exactMessage(b []byte, i int, vc *llm.ValueChecker) (int, boo
 		if !ok {
 			return i, false
 		}
-		if k >= 0 && vals[k].Raw != "" {
-			return i, false // a repeat
+		if k >= 0 {
+			if seen&(1<<k) != 0 {
+				return i, false // a repeat
+			}
+			seen |= 1 << k
 		}
 		var end int
 		var escaped bool
@@ -173,19 +178,20 @@ func (v *chatScan) exactMessage(b []byte, i int, vc *llm.ValueChecker) (int, boo
 			end = j + len("null")
 		case k == fieldRole || k == fieldName || k == fieldContent:
 			end, escaped, ok = llm.StringEnd(b, j)
-		case k >= 0:
-			// Counted as JSON, whatever it is.
-			end, ok = exactValue(b, j, 3, vc)
-		case !v.others.add(key):
+		case k < 0 && !v.others.add(key):
 			return i, false
 		default:
+			// Counted as JSON, whatever it is; or not counted.
 			end, ok = exactValue(b, j, 3, vc)
 		}
 		if !ok {
 			return j, false
 		}
-		if k >= 0 {
-			vals[k] = llm.Value{Raw: llm.View(b[j:end]), Index: j, Escaped: escaped}
+		switch val := (llm.Value{Raw: llm.View(b[j:end]), Index: j, Escaped: escaped}); {
+		case k >= fieldToolCalls:
+			v.json[k-fieldToolCalls] = val
+		case k >= 0:
+			vals[k] = val
 		}
 		if i = ws(b, end); i < len(b) && b[i] == ',' {
 			i = ws(b, i+1)
@@ -197,9 +203,11 @@ func (v *chatScan) exactMessage(b []byte, i int, vc *llm.ValueChecker) (int, boo
 		break
 	}
 	v.noteMessage(vals[fieldRole], vals[fieldName], vals[fieldContent])
-	for _, m := range vals[fieldToolCalls:] {
-		if m.Raw != "" {
-			v.noteValue(countJSON, m)
+	if seen>>fieldToolCalls != 0 {
+		for k := fieldToolCalls; k < numMessageFields; k++ {
+			if seen&(1<<k) != 0 {
+				v.noteValue(countJSON, v.json[k-fieldToolCalls])
+			}
 		}
 	}
 	v.messageDone()

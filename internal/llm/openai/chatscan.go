@@ -126,8 +126,9 @@ type chatScan struct {
 		url, detail llm.Value
 	}
 	// others are the keys of the message exactChat reads, other than its
-	// role, name and content.
+	// fields, and json the values of its fields counted as JSON.
 	others exactKeys
+	json   [numMessageFields - fieldToolCalls]llm.Value
 }
 
 // pendingCount is a count noted in a chat scan: what to count, and the
