@@ -6,6 +6,7 @@ import (
 
 	"github.com/tokenwarden/tokenwarden/internal/llm"
 	"github.com/tokenwarden/tokenwarden/internal/llm/llmtest"
+	"github.com/tokenwarden/tokenwarden/internal/tokenizer"
 )
 
 func BenchmarkUsage(b *testing.B) {
@@ -49,6 +50,23 @@ func BenchmarkParseRequest(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			llmtest.BenchParse(b, tc.api, "/v1/x", []byte(tc.body))
 		})
+	}
+}
+
+// BenchmarkParseChat2KB measures the estimate of the chat request
+// loadgen sends (a system prompt and fifteen turns, 2 KB), with the
+// server's default counter: the request side of the lifecycle the whole
+// servers are compared on. Its instructions per op, counted with
+// callgrind, are in BENCHMARKS.md.
+func BenchmarkParseChat2KB(b *testing.B) {
+	body := fixtures.Read(b, "chat_request_2k.json")
+	opts := llm.ParseOptions{Counter: tokenizer.Default(), DefaultOutputCap: 4096}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := (Chat{}).ParseRequest("/v1/chat/completions", body, opts); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
