@@ -23,8 +23,9 @@ import (
 // Keys of plain lower-case ASCII are why it needs none of the check's
 // folding: two such keys fold to one only when they are the same bytes,
 // and none is another case of a field's name, since every name chat
-// declares is one of them. FuzzExactChat holds it to scanChat: the same
-// request, the same error, for every body it takes.
+// declares is one of them. FuzzChatScan and FuzzExactChatShapes hold it
+// to scanChat and to CheckBody: the same request, the same error, for
+// every body it takes.
 func exactChat(body []byte, opts llm.ParseOptions) (llm.Request, bool, error) {
 	b := body
 	i := ws(b, 0)
@@ -42,8 +43,8 @@ func exactChat(body []byte, opts llm.ParseOptions) (llm.Request, bool, error) {
 	var top [len(chatNames)]gjson.Result
 	var keys exactKeys
 	var members uint64 // the bits of the chat fields the body has
-	i = ws(b, i+1)
-	for {
+	i, more := first(b, i, '}')
+	for more {
 		key, j, ok := exactKey(b, i)
 		if !ok || !keys.add(key) {
 			return llm.Request{}, false, nil
@@ -74,17 +75,13 @@ func exactChat(body []byte, opts llm.ParseOptions) (llm.Request, bool, error) {
 				v.ready(opts, m.Str)
 			}
 		}
-		if i = ws(b, end); i < len(b) && b[i] == ',' {
-			i = ws(b, i+1)
-			continue
-		}
-		if i >= len(b) || b[i] != '}' || ws(b, i+1) != len(b) {
+		if i, more, ok = after(b, end, '}'); !ok {
 			return llm.Request{}, false, nil
 		}
-		break
 	}
-	if !top[topMessages].IsArray() {
-		// No messages: an error, which scanChat words.
+	if ws(b, i) != len(b) || !top[topMessages].IsArray() {
+		// Something after the body, or no messages: errors, which
+		// scanChat words.
 		return llm.Request{}, false, nil
 	}
 	req, err := v.finish(&top, llm.ShapeWith(body, chatFields, members), opts)
@@ -125,25 +122,18 @@ func (v *chatScan) exactMessages(b []byte, i int, vc *llm.ValueChecker) (int, bo
 	if i >= len(b) || b[i] != '[' {
 		return exactScalar(b, i) // null, say: not an array, which finish refuses
 	}
-	i = ws(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		return i + 1, true
-	}
-	for {
+	i, more := first(b, i, ']')
+	for more {
 		end, ok := v.exactMessage(b, i, vc)
 		if !ok {
 			return end, false
 		}
 		v.messages++
-		if i = ws(b, end); i < len(b) && b[i] == ',' {
-			i = ws(b, i+1)
-			continue
+		if i, more, ok = after(b, end, ']'); !ok {
+			return i, false
 		}
-		if i < len(b) && b[i] == ']' {
-			return i + 1, true
-		}
-		return i, false
 	}
+	return i, true
 }
 
 // exactMessage reads the message at i and notes its counts.
@@ -157,8 +147,8 @@ func (v *chatScan) exactMessage(b []byte, i int, vc *llm.ValueChecker) (int, boo
 	var vals [fieldToolCalls]llm.Value
 	var seen uint
 	v.others.n = 0
-	i = ws(b, i+1)
-	for empty := i < len(b) && b[i] == '}'; !empty; {
+	i, more := first(b, i, '}')
+	for more {
 		key, k, j, ok := messageKey(b, i)
 		if !ok {
 			return i, false
@@ -193,14 +183,9 @@ func (v *chatScan) exactMessage(b []byte, i int, vc *llm.ValueChecker) (int, boo
 		case k >= 0:
 			vals[k] = val
 		}
-		if i = ws(b, end); i < len(b) && b[i] == ',' {
-			i = ws(b, i+1)
-			continue
-		}
-		if i >= len(b) || b[i] != '}' {
+		if i, more, ok = after(b, end, '}'); !ok {
 			return i, false
 		}
-		break
 	}
 	v.noteMessage(vals[fieldRole], vals[fieldName], vals[fieldContent])
 	if seen>>fieldToolCalls != 0 {
@@ -211,7 +196,7 @@ func (v *chatScan) exactMessage(b []byte, i int, vc *llm.ValueChecker) (int, boo
 		}
 	}
 	v.messageDone()
-	return i + 1, true
+	return i, true
 }
 
 // exactParts reads the content array at i, of text and image_url parts,
@@ -219,24 +204,17 @@ func (v *chatScan) exactMessage(b []byte, i int, vc *llm.ValueChecker) (int, boo
 // ends. A part of any other shape is left to scanChat: one of another
 // type, or with other members, or whose type has an escape.
 func (v *chatScan) exactParts(b []byte, i int) (int, bool) {
-	i = ws(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		return i + 1, true
-	}
-	for {
+	i, more := first(b, i, ']')
+	for more {
 		end, ok := v.exactPart(b, i)
 		if !ok {
 			return end, false
 		}
-		if i = ws(b, end); i < len(b) && b[i] == ',' {
-			i = ws(b, i+1)
-			continue
+		if i, more, ok = after(b, end, ']'); !ok {
+			return i, false
 		}
-		if i < len(b) && b[i] == ']' {
-			return i + 1, true
-		}
-		return i, false
 	}
+	return i, true
 }
 
 // exactPart reads the content part at i and notes its counts.
@@ -246,8 +224,8 @@ func (v *chatScan) exactPart(b []byte, i int) (int, bool) {
 	}
 	var typ, text, url, detail llm.Value
 	image := false // the part has an image_url
-	i = ws(b, i+1)
-	for {
+	i, more := first(b, i, '}')
+	for more {
 		key, j, ok := exactKey(b, i)
 		if !ok {
 			return i, false
@@ -280,14 +258,9 @@ func (v *chatScan) exactPart(b []byte, i int) (int, bool) {
 		if !ok {
 			return j, false
 		}
-		if i = ws(b, end); i < len(b) && b[i] == ',' {
-			i = ws(b, i+1)
-			continue
-		}
-		if i >= len(b) || b[i] != '}' {
+		if i, more, ok = after(b, end, '}'); !ok {
 			return i, false
 		}
-		break
 	}
 	switch {
 	case typ.Raw == `"text"` && !image && text.Raw != "":
@@ -296,7 +269,7 @@ func (v *chatScan) exactPart(b []byte, i int) (int, bool) {
 		return i, false
 	}
 	v.notePart(typ.Raw[1:len(typ.Raw)-1], text, url, detail)
-	return i + 1, true
+	return i, true
 }
 
 // exactImage reads the image_url object at i, of a url and a detail,
@@ -305,8 +278,8 @@ func exactImage(b []byte, i int, url, detail *llm.Value) (int, bool) {
 	if i >= len(b) || b[i] != '{' {
 		return i, false
 	}
-	i = ws(b, i+1)
-	for {
+	i, more := first(b, i, '}')
+	for more {
 		key, j, ok := exactKey(b, i)
 		if !ok {
 			return i, false
@@ -325,15 +298,11 @@ func exactImage(b []byte, i int, url, detail *llm.Value) (int, bool) {
 			return j, false
 		}
 		*val = llm.Value{Raw: llm.View(b[j:end]), Index: j, Escaped: escaped}
-		if i = ws(b, end); i < len(b) && b[i] == ',' {
-			i = ws(b, i+1)
-			continue
-		}
-		if i >= len(b) || b[i] != '}' || url.Raw == "" {
+		if i, more, ok = after(b, end, '}'); !ok {
 			return i, false
 		}
-		return i + 1, true
 	}
+	return i, url.Raw != ""
 }
 
 // exactOptions reads the stream_options object at i, whose keys must be
@@ -345,10 +314,8 @@ func exactOptions(b []byte, i int) (int, bool) {
 		return exactScalar(b, i)
 	}
 	var keys exactKeys
-	if i = ws(b, i+1); i < len(b) && b[i] == '}' {
-		return i + 1, true
-	}
-	for {
+	i, more := first(b, i, '}')
+	for more {
 		key, j, ok := exactKey(b, i)
 		if !ok || !keys.add(key) {
 			return i, false
@@ -357,20 +324,17 @@ func exactOptions(b []byte, i int) (int, bool) {
 		if !ok {
 			return j, false
 		}
-		if i = ws(b, end); i < len(b) && b[i] == ',' {
-			i = ws(b, i+1)
-			continue
+		if i, more, ok = after(b, end, '}'); !ok {
+			return i, false
 		}
-		if i < len(b) && b[i] == '}' {
-			return i + 1, true
-		}
-		return i, false
 	}
+	return i, true
 }
 
 // messageKey is exactKey for a message's key, and says which of the
-// message's fields it is (see fieldRole), or -1 for another key. Role, name and content,
-// written compactly, are told by a word of eight bytes.
+// message's fields it is (see fieldRole), or -1 for another key. Role,
+// name and content, written compactly, are told by a word of eight
+// bytes.
 func messageKey(b []byte, i int) (string, int, int, bool) {
 	if i+10 <= len(b) {
 		switch binary.LittleEndian.Uint64(b[i:]) {
@@ -425,6 +389,31 @@ var (
 	wordName    = binary.LittleEndian.Uint64([]byte(`"name":"`))
 	wordContent = binary.LittleEndian.Uint64([]byte(`"content`))
 )
+
+// first reads past the opening bracket at i and the space after it, and
+// reports whether a member or an element follows; if the closer does
+// instead, the object or array is empty, and i is past it.
+func first(b []byte, i int, closer byte) (int, bool) {
+	if i = ws(b, i+1); i < len(b) && b[i] == closer {
+		return i + 1, false
+	}
+	return i, true
+}
+
+// after reads past the member or element that ends at end: a comma and
+// the space around it, and then more is set and i is where the next one
+// starts; or the closer, and i is past it. ok is false for anything
+// else.
+func after(b []byte, end int, closer byte) (i int, more, ok bool) {
+	i = ws(b, end)
+	switch {
+	case i < len(b) && b[i] == ',':
+		return ws(b, i+1), true, true
+	case i < len(b) && b[i] == closer:
+		return i + 1, false, true
+	}
+	return i, false, false
+}
 
 // exactKeys are the keys of an object exactChat reads, to find a repeat.
 // An object with more is left to scanChat.
