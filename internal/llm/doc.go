@@ -45,6 +45,14 @@
 // are, so that the format counts a long conversation in the one pass
 // that checks it.
 //
+// A format may read the usual shape of its requests in a quicker pass of
+// its own, which takes a body only where the check would and reads it
+// only as the check does, and leaves every other body to the check: it
+// reads values with the check's readers ([StringEnd], [NumberEnd],
+// [ValueChecker]) and hands over what a Scan would ([ResultAt],
+// [ShapeWith]). The OpenAI chat parse does, for bodies of plain
+// lower-case keys, which need no folding.
+//
 // A body once checked has each field once, under one name, so an edit is
 // unambiguous: [SetField] changes that one occurrence, under the name the
 // body uses, and the state machine forwards the result. Fields whose

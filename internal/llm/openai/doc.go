@@ -16,7 +16,10 @@
 // the Go servers that copy it would read it differently. A chat request
 // that sets both max_completion_tokens and max_tokens is reserved at the
 // larger, as OpenAI reads the first and many compatible servers only the
-// second. stream_options must be an object (or null) and include_usage a
+// second. A chat body of the usual shape (plain lower-case keys, each
+// once) is read by a quicker pass that needs no case folding (see
+// exactChat) and takes only what the check takes. stream_options must
+// be an object (or null) and include_usage a
 // boolean, so that the injected include_usage lands where every server
 // reads it. reasoning_effort (chat) and a reasoning object (Responses),
 // unless "none", mark the request as reasoning that is billed but not
