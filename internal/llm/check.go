@@ -103,7 +103,7 @@ type checker struct {
 	noShortKeys bool
 	// single has the checker read one value, not a whole body, and note
 	// where it ends in pos; outer is how many levels are open around it
-	// (see CheckValue).
+	// (see ValueChecker).
 	single bool
 	outer  int
 	// capture, when set, captures top-level members as they are read (see

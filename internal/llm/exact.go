@@ -47,35 +47,28 @@ func ShapeWith(body []byte, fields *Fields, members uint64) Shape {
 	return newShape(body, fields, members)
 }
 
-// CheckValue reads the JSON value in b at i, inside outer open objects
-// and arrays, as the check reads the value of a member that declares no
-// fields (any keys, each object's distinct once decoded and folded, and
-// at most MaxDepth levels in all), and returns where it ends; ok is false
-// for a value the check refuses. A pass that checks many values of a
-// body checks them with one ValueChecker instead.
-func CheckValue(b []byte, i, outer int) (end int, ok bool) {
-	var v ValueChecker
-	return v.Check(b, i, outer)
-}
-
-// A ValueChecker checks values as CheckValue does, one after another,
-// and keeps what the check allocates (room for levels past the sixteenth,
-// key tables) from one to the next, so that a body of many values costs
-// no more than the check of the whole body would. The zero ValueChecker
-// is ready for use.
+// A ValueChecker checks the values of a body one after another, as the
+// check reads them, and keeps what the check allocates (room for levels
+// past the sixteenth, key tables) from one to the next, so that a body of
+// many values costs no more than the check of the whole body would. The
+// zero ValueChecker is ready for use.
 type ValueChecker struct {
 	c      checker
 	seeded bool
 }
 
-// Check is CheckValue.
-func (v *ValueChecker) Check(b []byte, i, outer int) (end int, ok bool) {
+// Check reads the JSON value in b at i, inside outer open objects and
+// arrays, as the check reads the value of a member that fields describe
+// (nil for a member that declares no fields: any keys, each object's
+// distinct once decoded and folded), at most MaxDepth levels in all, and
+// returns where it ends; ok is false for a value the check refuses.
+func (v *ValueChecker) Check(b []byte, i, outer int, fields *Fields) (end int, ok bool) {
 	c := &v.c
 	if !v.seeded {
 		c.seed, v.seeded = maphash.MakeSeed(), true
 	}
 	c.body, c.single, c.outer = b, true, outer
-	c.depth, c.nkeys, c.pos, c.next, c.resume = 0, 0, i, nil, false
+	c.depth, c.nkeys, c.pos, c.next, c.resume = 0, 0, i, fields, false
 	if _, err := c.run(); err != nil {
 		return i, false
 	}

@@ -16,7 +16,7 @@ var exactValues = []string{
 	strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth),
 }
 
-// FuzzExactReaders holds StringEnd, NumberEnd and CheckValue to
+// FuzzExactReaders holds StringEnd, NumberEnd and ValueChecker to
 // CheckBody: each reads a whole value exactly when CheckBody accepts it
 // as the value of a member of an object.
 func FuzzExactReaders(f *testing.F) {
@@ -32,9 +32,16 @@ func FuzzExactReaders(f *testing.F) {
 		// A whole value is one that ends where the space after it, if
 		// any, begins.
 		whole := len(strings.TrimRight(v, " \t\r\n"))
-		end, ok := CheckValue(b, 0, 1)
+		var vc ValueChecker
+		end, ok := vc.Check(b, 0, 1, nil)
 		if got := ok && end == whole; got != want {
-			t.Fatalf("CheckValue(%q): got end %d, %v; want whole %v", v, end, ok, want)
+			t.Fatalf("ValueChecker.Check(%q): got end %d, %v; want whole %v", v, end, ok, want)
+		}
+		// Against declared fields, as the check reads a declared
+		// member's value.
+		wantDeclared := CheckBody([]byte(`{"messages":`+v+`}`), checkFields) == nil
+		if end, ok := vc.Check(b, 0, 1, checkFields.Inner("messages")); (ok && end == whole) != wantDeclared {
+			t.Fatalf("ValueChecker.Check(%q, messages' fields): got end %d, %v; want whole %v", v, end, ok, wantDeclared)
 		}
 		if len(b) > 0 && b[0] == '"' {
 			end, _, ok := StringEnd(b, 0)
@@ -51,13 +58,29 @@ func FuzzExactReaders(f *testing.F) {
 	})
 }
 
-// TestCheckValueEnd: a value inside a body ends where its member does.
-func TestCheckValueEnd(t *testing.T) {
+// TestValueCheckerEnd: a value inside a body ends where its member does,
+// and the same checker reads one value after another.
+func TestValueCheckerEnd(t *testing.T) {
 	body := []byte(`{"a":{"b":[1,"x"]},"c":2}`)
-	if end, ok := CheckValue(body, 5, 1); !ok || end != 18 {
+	var vc ValueChecker
+	if end, ok := vc.Check(body, 5, 1, nil); !ok || end != 18 {
 		t.Errorf("got end %d, %v; want 18, true", end, ok)
 	}
-	if end, ok := CheckValue(body, 23, 1); !ok || end != 24 {
+	if end, ok := vc.Check(body, 23, 1, nil); !ok || end != 24 {
 		t.Errorf("got end %d, %v; want 24, true", end, ok)
+	}
+}
+
+// TestValueCheckerFields: a value is read against the fields given, as
+// the check reads a declared member's: a field of them in another case
+// is refused, and the same value is accepted with no fields.
+func TestValueCheckerFields(t *testing.T) {
+	value := []byte(`[{"ROLE":"user"}]`)
+	var vc ValueChecker
+	if _, ok := vc.Check(value, 0, 1, checkFields.Inner("messages")); ok {
+		t.Error("against messages' fields: got ok, want the case variant refused")
+	}
+	if end, ok := vc.Check(value, 0, 1, nil); !ok || end != len(value) {
+		t.Errorf("with no fields: got end %d, %v; want %d, true", end, ok, len(value))
 	}
 }

@@ -170,6 +170,15 @@ func (f *Fields) Names() []string {
 	return names
 }
 
+// Inner returns the Fields of the value of the field declared as name:
+// nil for a field read whole, or for a name f does not declare.
+func (f *Fields) Inner(name string) *Fields {
+	if fd := f.declared(name); fd != nil {
+		return fd.inner
+	}
+	return nil
+}
+
 // Slot returns the place of the field declared as name among f's fields,
 // by which [Scan.Member] finds it in a visited object. It panics when f
 // declares no such field: slots are looked up once, when a wire format

@@ -13,9 +13,9 @@ import (
 // than scanChat's because it knows the shape: an object whose keys are
 // plain lower-case ASCII, each once, whose messages are objects of such
 // keys in which role and name are strings, and content a string, null,
-// or an array of text and image_url parts.
-// It reads the members chat uses as scanChat does and checks every other
-// value as the check does (llm.CheckValue). It reports false for a body
+// or an array of text and image_url parts. It reads those as scanChat
+// does, and checks every other value as the check does, against the
+// value's own Fields (llm.ValueChecker). It reports false for a body
 // of any other shape, or with any fault, and scanChat then parses it from
 // the start: a body it leaves costs its pass, and the counts of the
 // messages it read, and no more.
@@ -54,14 +54,10 @@ func exactChat(body []byte, opts llm.ParseOptions) (llm.Request, bool, error) {
 		switch k {
 		case topMessages:
 			end, ok = v.exactMessages(b, j, &vc)
-		case topStreamOptions:
-			end, ok = exactOptions(b, j)
-		case -1, topTools, topFunctions:
-			// Fields of no declared fields: any value, as the check
-			// reads it.
-			end, ok = exactValue(b, j, 1, &vc)
+		case -1:
+			end, ok = exactValue(b, j, 1, &vc, nil)
 		default:
-			end, ok = exactScalar(b, j)
+			end, ok = exactValue(b, j, 1, &vc, chatInner[k])
 		}
 		if !ok {
 			return llm.Request{}, false, nil
@@ -91,12 +87,18 @@ func exactChat(body []byte, opts llm.ParseOptions) (llm.Request, bool, error) {
 // The indexes in chatNames of the fields exactChat reads in a way of
 // their own.
 var (
-	topModel         = exactTopField("model")
-	topMessages      = exactTopField("messages")
-	topTools         = exactTopField("tools")
-	topFunctions     = exactTopField("functions")
-	topStreamOptions = exactTopField("stream_options")
+	topModel    = exactTopField("model")
+	topMessages = exactTopField("messages")
 )
+
+// chatInner has the Fields of the value of each of chatNames: those the
+// check reads it against (nil for a value read whole).
+var chatInner = func() (inner [len(chatNames)]*llm.Fields) {
+	for k, name := range chatNames {
+		inner[k] = chatFields.Inner(name)
+	}
+	return inner
+}()
 
 // chatFieldBits has the Shape bit (1<<Slot) of each of chatNames.
 var chatFieldBits = func() (bits [len(chatNames)]uint64) {
@@ -172,7 +174,7 @@ func (v *chatScan) exactMessage(b []byte, i int, vc *llm.ValueChecker) (int, boo
 			return i, false
 		default:
 			// Counted as JSON, whatever it is; or not counted.
-			end, ok = exactValue(b, j, 3, vc)
+			end, ok = exactValue(b, j, 3, vc, chatMessageFields.Inner(key))
 		}
 		if !ok {
 			return j, false
@@ -303,32 +305,6 @@ func exactImage(b []byte, i int, url, detail *llm.Value) (int, bool) {
 		}
 	}
 	return i, url.Raw != ""
-}
-
-// exactOptions reads the stream_options object at i, whose keys must be
-// plain lower-case ASCII and whose values scalars, and returns where it
-// ends. Its keys are thus none of its fields in another case. Anything
-// else it is not (null, say) is read as a scalar, which finish refuses.
-func exactOptions(b []byte, i int) (int, bool) {
-	if i >= len(b) || b[i] != '{' {
-		return exactScalar(b, i)
-	}
-	var keys exactKeys
-	i, more := first(b, i, '}')
-	for more {
-		key, j, ok := exactKey(b, i)
-		if !ok || !keys.add(key) {
-			return i, false
-		}
-		end, ok := exactScalar(b, j)
-		if !ok {
-			return j, false
-		}
-		if i, more, ok = after(b, end, '}'); !ok {
-			return i, false
-		}
-	}
-	return i, true
 }
 
 // messageKey is exactKey for a message's key, and says which of the
@@ -467,9 +443,8 @@ var keyByte = func() (t [256]bool) {
 }()
 
 // exactScalar reads the string, number, true, false or null at i, as the
-// check does, and returns where it ends. Anything else (an object, an
-// array) is left to scanChat: the fields chat reads are checked there
-// against their own fields.
+// check does, and returns where it ends; it reports false for an object
+// or an array.
 func exactScalar(b []byte, i int) (int, bool) {
 	if i >= len(b) {
 		return i, false
@@ -491,13 +466,13 @@ func exactScalar(b []byte, i int) (int, bool) {
 }
 
 // exactValue reads any value at i, inside outer open objects and arrays,
-// as the check reads a value whose fields are not declared.
-func exactValue(b []byte, i, outer int, vc *llm.ValueChecker) (int, bool) {
+// as the check reads the value of a member that fields describe.
+func exactValue(b []byte, i, outer int, vc *llm.ValueChecker, fields *llm.Fields) (int, bool) {
 	if i+1 < len(b) && (b[i] == '{' && b[i+1] == '}' || b[i] == '[' && b[i+1] == ']') {
 		return i + 2, true // empty, and never too deep: outer is below MaxDepth
 	}
 	if i < len(b) && (b[i] == '{' || b[i] == '[') {
-		return vc.Check(b, i, outer)
+		return vc.Check(b, i, outer, fields)
 	}
 	return exactScalar(b, i)
 }

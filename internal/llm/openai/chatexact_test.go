@@ -71,7 +71,8 @@ var exactChatCases = []struct {
 	{"duplicate key", `{"model":"m","messages":[{"role":"user","content":"x","content":"y"}]}`, false},
 	{"duplicate top-level key", `{"model":"m","model":"n","messages":[]}`, false},
 	{"stream_options in another case", `{"model":"m","messages":[],"stream_options":{"INCLUDE_USAGE":true}}`, false},
-	{"stream_options with an object", `{"model":"m","messages":[],"stream_options":{"include_usage":{}}}`, false},
+	{"stream_options with an object, which finish refuses", `{"model":"m","messages":[],"stream_options":{"include_usage":{}}}`, true},
+	{"a tool's schema with a repeat", `{"model":"m","messages":[],"tools":[{"type":"function","function":{"parameters":{"a":1,"\u0041":2}}}]}`, false},
 	{"no messages", `{"model":"m"}`, false},
 	{"messages an object", `{"model":"m","messages":{"role":"user"}}`, false},
 	{"a message that is not an object", `{"model":"m","messages":["hi"]}`, false},
@@ -128,21 +129,22 @@ func TestExactChat(t *testing.T) {
 	}
 }
 
-// TestExactChatNames: every name chat declares, in the body and in a
-// message and in stream_options, is a key exactKey reads. exactChat
+// TestExactChatNames: every name chat declares in the objects exactChat
+// reads itself (the body, a message, a content part, an image) is a key
+// exactKey reads. exactChat
 // needs no case folding because of it: a plain lower-case key is never
 // another case of such a name. A declared name with an upper-case letter
 // would make exactChat take a body the check refuses.
 func TestExactChatNames(t *testing.T) {
 	names := append(chatNames[:], "role", "name", "content", "tool_calls", "function_call", "refusal", "audio",
-		"include_usage", "type", "text", "image_url", "url", "detail")
+		"type", "text", "image_url", "url", "detail")
 	for _, name := range names {
 		key := []byte(`"` + name + `":1`)
 		if got, _, ok := exactKey(key, 0); !ok || got != name {
 			t.Errorf("exactKey(%s): got %q, %v; want %q", key, got, ok, name)
 		}
 	}
-	for _, fields := range []*llm.Fields{chatFields, chatMessageFields, streamOptionsFields, chatContentFields, chatImageFields} {
+	for _, fields := range []*llm.Fields{chatFields, chatMessageFields, chatContentFields, chatImageFields} {
 		if len(fields.Names()) == 0 {
 			t.Errorf("Fields %p: no names", fields)
 		}
