@@ -57,6 +57,10 @@ var exactChatCases = []struct {
 	{"a trailing comma in the parts", `{"model":"m","messages":[{"content":[{"type":"text","text":"x"},]}]}`, false},
 	{"a trailing comma in a part", `{"model":"m","messages":[{"content":[{"type":"text","text":"x",}]}]}`, false},
 	{"a trailing comma in an image", `{"model":"m","messages":[{"content":[{"type":"image_url","image_url":{"url":"u",}}]}]}`, false},
+	{"messages closed by a brace", `{"model":"m","messages":[{}}}`, false},
+	{"parts closed by a brace", `{"model":"m","messages":[{"content":[{"type":"text","text":"x"}}]}`, false},
+	{"a message closed by a bracket", `{"model":"m","messages":[{"role":"user"]]}`, false},
+	{"the body closed by a bracket", `{"model":"m","messages":[]]`, false},
 	{"a trailing comma in stream_options", `{"model":"m","messages":[],"stream_options":{"include_usage":true,}}`, false},
 	{"tool calls", `{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{\"q\":1}"}}]},` +
 		`{"role":"tool","tool_call_id":"a","content":"42"},{"role":"assistant","refusal":"no","audio":{"id":"x"},"function_call":{"name":"g"}}]}`, true},
