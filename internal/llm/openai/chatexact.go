@@ -18,7 +18,10 @@ import (
 // value's own Fields (llm.ValueChecker). It reports false for a body
 // of any other shape, or with any fault, and scanChat then parses it from
 // the start: a body it leaves costs its pass, and the counts of the
-// messages it read, and no more.
+// messages it read, and no more. Its pass costs no more than scanChat's
+// (a message's keys are compared one by one, so few are taken; see
+// exactKeys), so a body built to be left at its last byte costs at most
+// about twice what scanChat alone would.
 //
 // Keys of plain lower-case ASCII are why it needs none of the check's
 // folding: two such keys fold to one only when they are the same bytes,
@@ -41,7 +44,7 @@ func exactChat(body []byte, opts llm.ParseOptions) (llm.Request, bool, error) {
 	// checker, which keeps its tables from one value to the next.
 	var vc llm.ValueChecker
 	var top [len(chatNames)]gjson.Result
-	var keys exactKeys
+	keys := exactKeys{max: maxTopKeys}
 	var members uint64 // the bits of the chat fields the body has
 	i, more := first(b, i, '}')
 	for more {
@@ -148,7 +151,7 @@ func (v *chatScan) exactMessage(b []byte, i int, vc *llm.ValueChecker) (int, boo
 	// in seen; the keys of its other members are in v's others.
 	var vals [fieldToolCalls]llm.Value
 	var seen uint
-	v.others.n = 0
+	v.others.n, v.others.max = 0, maxOtherKeys
 	i, more := first(b, i, '}')
 	for more {
 		key, k, j, ok := messageKey(b, i)
@@ -170,11 +173,14 @@ func (v *chatScan) exactMessage(b []byte, i int, vc *llm.ValueChecker) (int, boo
 			end = j + len("null")
 		case k == fieldRole || k == fieldName || k == fieldContent:
 			end, escaped, ok = llm.StringEnd(b, j)
-		case k < 0 && !v.others.add(key):
-			return i, false
+		case k < 0:
+			if !v.others.add(key) {
+				return i, false
+			}
+			end, ok = exactValue(b, j, 3, vc, nil)
 		default:
-			// Counted as JSON, whatever it is; or not counted.
-			end, ok = exactValue(b, j, 3, vc, chatMessageFields.Inner(key))
+			// Counted as JSON, whatever it is.
+			end, ok = exactValue(b, j, 3, vc, messageInner[k])
 		}
 		if !ok {
 			return j, false
@@ -358,6 +364,15 @@ const (
 	numMessageFields
 )
 
+// messageInner has the Fields of the value of each of a message's fields
+// messageKey tells: those the check reads it against.
+var messageInner = func() (inner [numMessageFields]*llm.Fields) {
+	for k, name := range [numMessageFields]string{"role", "name", "content", "tool_calls", "function_call", "refusal", "audio"} {
+		inner[k] = chatMessageFields.Inner(name)
+	}
+	return inner
+}()
+
 // The first eight bytes of a message's usual members, as messageKey
 // loads them.
 var (
@@ -391,12 +406,24 @@ func after(b []byte, end int, closer byte) (i int, more, ok bool) {
 	return i, false, false
 }
 
-// exactKeys are the keys of an object exactChat reads, to find a repeat.
-// An object with more is left to scanChat.
+// exactKeys are the keys of an object exactChat reads, to find a repeat
+// by comparing each new key with every earlier one. An object with more
+// than max is left to scanChat, whose check compares a key with a hash:
+// the body's own object may have a couple of dozen keys, and is read
+// once; a message has a few, but a body may hold any number of messages,
+// so the keys of a message that exactChat compares one by one are kept
+// few (maxOtherKeys).
 type exactKeys struct {
-	n    int
-	keys [24]string
+	n, max int
+	keys   [maxTopKeys]string
 }
+
+// How many keys exactKeys holds: in the body's own object, and in a
+// message besides its fields (those messageKey tells).
+const (
+	maxTopKeys   = 24
+	maxOtherKeys = 6
+)
 
 // add adds key, and reports false for a repeat, or a key too many.
 func (k *exactKeys) add(key string) bool {
@@ -405,7 +432,7 @@ func (k *exactKeys) add(key string) bool {
 			return false
 		}
 	}
-	if k.n == len(k.keys) {
+	if k.n == k.max {
 		return false
 	}
 	k.keys[k.n] = key
