@@ -56,6 +56,10 @@ type InjectOptions struct {
 	// StreamUsage asks a streaming API that reports usage only on request
 	// (OpenAI) to report it.
 	StreamUsage bool
+	// Buf, when its capacity holds the edited body, is where the edits
+	// write it, from Buf's start; otherwise, or when nil, they allocate
+	// it. The caller lends Buf for as long as it uses the edited body.
+	Buf []byte
 }
 
 // ReaderOptions configure a UsageReader.

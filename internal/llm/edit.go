@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -24,6 +25,14 @@ import (
 // an error, which ParseRequest, refusing such a body, prevents. The rest
 // of the body is kept byte for byte, as [API.Inject] promises.
 func SetField(body []byte, fields *Fields, value any, path ...string) ([]byte, error) {
+	return SetFieldIn(nil, body, fields, value, path...)
+}
+
+// SetFieldIn is [SetField] writing the edited body into buf, from its
+// start, when buf's capacity holds it (see [InjectOptions.Buf]); buf may
+// hold body itself, an earlier edit's, which is then edited in place.
+// Otherwise the edited body is a new slice.
+func SetFieldIn(buf, body []byte, fields *Fields, value any, path ...string) ([]byte, error) {
 	enc, err := encodeValue(value)
 	if err != nil {
 		return nil, fmt.Errorf("editing request body: %w", err)
@@ -55,7 +64,7 @@ func SetField(body []byte, fields *Fields, value any, path ...string) ([]byte, e
 		}
 		member = appendMember(member, fields, path, 0, enc)
 		brace := len(bytes.TrimRight(body, " \t\r\n")) - 1
-		return splice(body, brace, brace, member), nil
+		return splice(buf, body, brace, brace, member), nil
 	}
 	rank := 0 // the rank among its names of the name the parent has
 	for k := 0; ; k++ {
@@ -82,12 +91,12 @@ func SetField(body []byte, fields *Fields, value any, path ...string) ([]byte, e
 			}
 			member = appendMember(member, fields, path[k:], rank, enc)
 			brace := off + len(strings.TrimRight(obj.Raw, " \t\r\n")) - 1
-			return splice(body, brace, brace, member), nil
+			return splice(buf, body, brace, brace, member), nil
 		case k == len(path)-1:
-			return splice(body, at, at+len(found.Raw), enc), nil
+			return splice(buf, body, at, at+len(found.Raw), enc), nil
 		case found.Type == gjson.Null:
 			inner := append([]byte{'{'}, appendMember(nil, fd.inner, path[k+1:], foundRank, enc)...)
-			return splice(body, at, at+len(found.Raw), append(inner, '}')), nil
+			return splice(buf, body, at, at+len(found.Raw), append(inner, '}')), nil
 		case !found.IsObject():
 			return nil, fmt.Errorf("editing request body: %s is not an object", name)
 		}
@@ -152,10 +161,41 @@ func appendName(out []byte, name string) []byte {
 	return append(out, enc...)
 }
 
-// splice returns a new body: body with body[from:to] replaced by insert.
-func splice(body []byte, from, to int, insert []byte) []byte {
-	out := make([]byte, 0, len(body)-(to-from)+len(insert))
-	out = append(out, body[:from]...)
-	out = append(out, insert...)
-	return append(out, body[to:]...)
+// splice returns body with body[from:to] replaced by insert, written
+// into buf when its capacity holds it, else into a new slice. buf may
+// begin where body does (the output of an earlier edit into buf): the
+// bytes after to then move in place. insert must not overlap buf.
+func splice(buf, body []byte, from, to int, insert []byte) []byte {
+	n := len(body) - (to - from) + len(insert)
+	switch {
+	case cap(buf) < n || overlaps(buf[:cap(buf)], body) && !sameStart(buf, body):
+		buf = make([]byte, n)
+	case sameStart(buf, body):
+		// In place: the tail first, then what goes before it.
+		buf = buf[:n]
+		copy(buf[from+len(insert):], body[to:])
+		copy(buf[from:], insert)
+		return buf
+	default:
+		buf = buf[:n]
+	}
+	copy(buf, body[:from])
+	copy(buf[from:], insert)
+	copy(buf[from+len(insert):], body[to:])
+	return buf
+}
+
+// sameStart reports whether a and b, neither empty, begin at the same
+// byte.
+func sameStart(a, b []byte) bool {
+	return cap(a) > 0 && len(b) > 0 && unsafe.SliceData(a) == unsafe.SliceData(b)
+}
+
+// overlaps reports whether a and b share a byte.
+func overlaps(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
 }

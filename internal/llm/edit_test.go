@@ -90,12 +90,12 @@ func setFieldReference(body []byte, fields *Fields, value any, path ...string) (
 			}
 			member = appendMemberReference(member, fields, path[k:], rank, enc)
 			brace := off + len(strings.TrimRight(obj.Raw, " \t\r\n")) - 1
-			return splice(body, brace, brace, member), nil
+			return splice(nil, body, brace, brace, member), nil
 		case k == len(path)-1:
-			return splice(body, at, at+len(found.Raw), enc), nil
+			return splice(nil, body, at, at+len(found.Raw), enc), nil
 		case found.Type == gjson.Null:
 			inner := append([]byte{'{'}, appendMemberReference(nil, fd.inner, path[k+1:], foundRank, enc)...)
-			return splice(body, at, at+len(found.Raw), append(inner, '}')), nil
+			return splice(nil, body, at, at+len(found.Raw), append(inner, '}')), nil
 		case !found.IsObject():
 			return nil, fmt.Errorf("editing request body: %s is not an object", name)
 		}

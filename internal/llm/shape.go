@@ -78,25 +78,24 @@ func newShape(body []byte, fields *Fields, seen uint64) Shape {
 	}
 }
 
-// SetField is [SetField] for the body sh describes, byte for byte: a
-// top-level field the body lacks is added before the closing brace with
-// no further reading of the body, and sh then describes the edited body,
-// for a second edit. Any other edit, or a body sh does not describe (one
-// of another length, or checked against other Fields), is SetField's,
-// and leaves sh the zero Shape.
+// SetField is [SetFieldIn] for the body sh describes, byte for byte, and
+// writes into buf as it does: a top-level field the body lacks is added
+// before the closing brace with no further reading of the body, and sh
+// then describes the edited body, for a second edit. Any other edit, or
+// a body sh does not describe (one of another length, or checked
+// against other Fields), is SetFieldIn's, and leaves sh the zero Shape.
 //
 // sh describes the body it was taken from, and that body after any
 // SetField that kept its length: such an edit replaces a value with one
 // as long, which moves no key and no brace (a model downgrade's, say),
 // while an edit that adds a member makes the body longer.
-func (sh *Shape) SetField(body []byte, fields *Fields, value any, path ...string) ([]byte, error) {
+func (sh *Shape) SetField(buf, body []byte, fields *Fields, value any, path ...string) ([]byte, error) {
 	if sh.fields == nil || sh.fields != fields || sh.size != len(body) || body[sh.brace] != '}' || len(path) == 0 {
 		*sh = Shape{}
-		return SetField(body, fields, value, path...)
+		return SetFieldIn(buf, body, fields, value, path...)
 	}
 	// The fields on the way, each declared, found once.
 	var on [maxEditDepth]*field
-	room := 1 + 20 // a comma, and a flag's or a count's digits
 	f := fields
 	for k, name := range path {
 		var d *field
@@ -105,52 +104,51 @@ func (sh *Shape) SetField(body []byte, fields *Fields, value any, path ...string
 		}
 		if d == nil {
 			*sh = Shape{}
-			return SetField(body, fields, value, path...)
+			return SetFieldIn(buf, body, fields, value, path...)
 		}
-		on[k], room, f = d, room+len(d.names[0])+4, d.inner
+		on[k], f = d, d.inner
 	}
 	fd := on[0]
 	if sh.seen&fd.bit != 0 {
 		*sh = Shape{}
-		return SetField(body, fields, value, path...)
+		return SetFieldIn(buf, body, fields, value, path...)
 	}
 	// The member is "name":{"name":…value}, as appendMember writes it;
 	// the value's encoding is appended in place when it is a flag or a
 	// count, the values the formats set.
-	out := make([]byte, 0, len(body)+room)
-	out = append(out, body[:sh.brace]...)
+	var room [128]byte
+	member := room[:0]
 	if sh.members {
-		out = append(out, ',')
+		member = append(member, ',')
 	}
 	for k, d := range on[:len(path)] {
-		out = append(appendName(out, d.names[0]), ':')
+		member = append(appendName(member, d.names[0]), ':')
 		if k < len(path)-1 {
-			out = append(out, '{')
+			member = append(member, '{')
 		}
 	}
 	switch v := value.(type) {
 	case bool:
-		out = strconv.AppendBool(out, v)
+		member = strconv.AppendBool(member, v)
 	case int64:
-		out = strconv.AppendInt(out, v, 10)
+		member = strconv.AppendInt(member, v, 10)
 	case int:
-		out = strconv.AppendInt(out, int64(v), 10)
+		member = strconv.AppendInt(member, int64(v), 10)
 	default:
 		enc, err := json.Marshal(value)
 		if err != nil {
 			*sh = Shape{}
-			return SetField(body, fields, value, path...)
+			return SetFieldIn(buf, body, fields, value, path...)
 		}
-		out = append(out, enc...)
+		member = append(member, enc...)
 	}
 	for range len(path) - 1 {
-		out = append(out, '}')
+		member = append(member, '}')
 	}
-	inserted := len(out) - sh.brace
-	out = append(out, body[sh.brace:]...)
+	out := splice(buf, body, sh.brace, sh.brace, member)
 	sh.seen |= fd.bit
 	sh.size = len(out)
-	sh.brace += inserted
+	sh.brace += len(member)
 	sh.members = true
 	return out, nil
 }

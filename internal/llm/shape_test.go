@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -44,7 +45,7 @@ func TestShapeSetField(t *testing.T) {
 				t.Fatalf("check: %v", err)
 			}
 			want, wantErr := SetField(body, editFields, true, tc.path...)
-			got, gotErr := sh.SetField(body, editFields, true, tc.path...)
+			got, gotErr := sh.SetField(nil, body, editFields, true, tc.path...)
 			if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || string(got) != string(want) {
 				t.Fatalf("got %q, %v; want %q, %v", got, gotErr, want, wantErr)
 			}
@@ -70,7 +71,7 @@ func TestShapeOtherBody(t *testing.T) {
 	for _, other := range []string{`{"model":"mm"}`, `{"model":1}  `, `{"stream_options":{}}`[:13]} {
 		s := sh
 		body := []byte(other)
-		got, gotErr := s.SetField(body, editFields, true, "max_tokens")
+		got, gotErr := s.SetField(nil, body, editFields, true, "max_tokens")
 		want, wantErr := SetField(body, editFields, true, "max_tokens")
 		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || string(got) != string(want) {
 			t.Errorf("%s: got %q, %v; want %q, %v", other, got, gotErr, want, wantErr)
@@ -121,25 +122,34 @@ func FuzzShapeSetField(f *testing.F) {
 		for _, first := range editPaths {
 			for _, second := range editPaths {
 				for _, value := range values {
-					s := sh
-					got, err := s.SetField(body, editFields, value, first...)
-					want, wantErr := SetField(body, editFields, value, first...)
-					if fmt.Sprint(err) != fmt.Sprint(wantErr) || string(got) != string(want) {
-						t.Fatalf("%v = %#v: got %q, %v; want %q, %v", first, value, got, err, want, wantErr)
-					}
-					if err != nil {
-						continue
-					}
-					got, err = s.SetField(got, editFields, true, second...)
-					want, wantErr = SetField(want, editFields, true, second...)
-					if fmt.Sprint(err) != fmt.Sprint(wantErr) || string(got) != string(want) {
-						t.Fatalf("%v = %#v, then %v: got %q, %v; want %q, %v", first, value, second, got, err, want, wantErr)
+					// Both edits into one buffer, as Inject makes
+					// them, filled with marks that show in a body
+					// that takes bytes it should not: none, one too
+					// small for either edit, one that holds a short
+					// first edit but not the second, and one that
+					// holds both, the second then made in place.
+					for _, room := range []int{0, 4, len(body) + 12, len(body) + 200} {
+						buf := bytes.Repeat([]byte{'#'}, room)
+						s := sh
+						got, err := s.SetField(buf, body, editFields, value, first...)
+						want, wantErr := SetField(body, editFields, value, first...)
+						if fmt.Sprint(err) != fmt.Sprint(wantErr) || string(got) != string(want) {
+							t.Fatalf("%v = %#v, %d bytes of room: got %q, %v; want %q, %v", first, value, room, got, err, want, wantErr)
+						}
+						if err != nil {
+							continue
+						}
+						got, err = s.SetField(buf, got, editFields, true, second...)
+						want, wantErr = SetField(want, editFields, true, second...)
+						if fmt.Sprint(err) != fmt.Sprint(wantErr) || string(got) != string(want) {
+							t.Fatalf("%v = %#v, then %v, %d bytes of room: got %q, %v; want %q, %v", first, value, second, room, got, err, want, wantErr)
+						}
 					}
 				}
 			}
 			if model != nil {
 				s := sh
-				got, err := s.SetField(model, editFields, true, first...)
+				got, err := s.SetField(nil, model, editFields, true, first...)
 				want, wantErr := SetField(model, editFields, true, first...)
 				if fmt.Sprint(err) != fmt.Sprint(wantErr) || string(got) != string(want) {
 					t.Fatalf("after a model edit, %v: got %q, %v; want %q, %v", first, got, err, want, wantErr)

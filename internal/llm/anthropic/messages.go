@@ -259,5 +259,5 @@ func (Messages) Inject(body []byte, req *llm.Request, opts llm.InjectOptions) ([
 	if !opts.OutputCap || req.CapGiven {
 		return nil, nil
 	}
-	return llm.SetField(body, messagesFields, req.OutputCap, "max_tokens")
+	return llm.SetFieldIn(opts.Buf, body, messagesFields, req.OutputCap, "max_tokens")
 }

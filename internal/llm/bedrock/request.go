@@ -211,5 +211,5 @@ func (Converse) Inject(body []byte, req *llm.Request, opts llm.InjectOptions) ([
 	if !opts.OutputCap || req.CapGiven {
 		return nil, nil
 	}
-	return llm.SetField(body, converseFields, req.OutputCap, "inferenceConfig", "maxTokens")
+	return llm.SetFieldIn(opts.Buf, body, converseFields, req.OutputCap, "inferenceConfig", "maxTokens")
 }

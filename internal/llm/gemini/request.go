@@ -224,5 +224,5 @@ func (GenerateContent) Inject(body []byte, req *llm.Request, opts llm.InjectOpti
 	if !opts.OutputCap || req.CapGiven {
 		return nil, nil
 	}
-	return llm.SetField(body, requestFields, req.OutputCap, "generationConfig", "maxOutputTokens")
+	return llm.SetFieldIn(opts.Buf, body, requestFields, req.OutputCap, "generationConfig", "maxOutputTokens")
 }

@@ -221,7 +221,7 @@ func (Chat) Inject(body []byte, req *llm.Request, opts llm.InjectOptions) ([]byt
 	// field it lacks; the first edit's Shape describes the edited body.
 	sh := req.Shape
 	if opts.OutputCap && !req.CapGiven {
-		if out, err = sh.SetField(body, chatFields, req.OutputCap, CapField(req.Model)); err != nil {
+		if out, err = sh.SetField(opts.Buf, body, chatFields, req.OutputCap, CapField(req.Model)); err != nil {
 			return nil, err
 		}
 	}

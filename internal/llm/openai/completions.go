@@ -86,7 +86,7 @@ func (Completions) Inject(body []byte, req *llm.Request, opts llm.InjectOptions)
 	var out []byte
 	var err error
 	if opts.OutputCap && !req.CapGiven {
-		if out, err = llm.SetField(body, completionsFields, req.OutputCap, "max_tokens"); err != nil {
+		if out, err = llm.SetFieldIn(opts.Buf, body, completionsFields, req.OutputCap, "max_tokens"); err != nil {
 			return nil, err
 		}
 	}

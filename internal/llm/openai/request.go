@@ -63,7 +63,7 @@ func injectStreamUsage(body, edited []byte, fields *llm.Fields, sh *llm.Shape, r
 	if edited != nil {
 		body = edited
 	}
-	return sh.SetField(body, fields, true, "stream_options", "include_usage")
+	return sh.SetField(opts.Buf, body, fields, true, "stream_options", "include_usage")
 }
 
 // promptTokens counts, into t, a prompt that may be a string, an array of

@@ -182,7 +182,7 @@ func (Responses) Inject(body []byte, req *llm.Request, opts llm.InjectOptions) (
 	if !opts.OutputCap || req.CapGiven {
 		return nil, nil
 	}
-	return llm.SetField(body, responsesFields, req.OutputCap, "max_output_tokens")
+	return llm.SetFieldIn(opts.Buf, body, responsesFields, req.OutputCap, "max_output_tokens")
 }
 
 // NewUsageReader implements llm.API.
