@@ -92,7 +92,7 @@ func (p *release) wire(st *stream) *extprocv3.ProcessingResponse {
 	size := protowire.SizeTag(fieldRequestBody) + protowire.SizeBytes(body)
 
 	r := new(extprocv3.ProcessingResponse)
-	b := make([]byte, 0, size+wireMetaRoom)
+	b := st.borrow(size + wireMetaRoom)
 	b = appendTag(b, fieldRequestBody, protowire.BytesType)
 	b = appendVarint(b, uint64(body))
 	if p.common() {

@@ -147,9 +147,10 @@ func TestEndReplyWire(t *testing.T) {
 				md.num(MetaActualOutputTokens, 34)
 				md.str(MetaSettledOn, tc.settled)
 			}
-			r, md := newEndReply()
+			var st stream
+			field, md := st.endReply()
 			fields(&md)
-			got, err := proto.Marshal(r.done(&md))
+			got, err := proto.Marshal(wireReply(append(field, md.wire()...)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -224,29 +224,10 @@ func (m *headerMutation) appendResponseHeaders(b []byte, hm int) []byte {
 	return m.appendFields(b)
 }
 
-// wireReply is a reply written in wire form, in one allocation with
-// room for a usual response-headers reply: three dimensions' headers,
-// a provider's rate-limit headers to remove (about 600 bytes). Its size
-// with the allocator's 8-byte header, 768 bytes, is one of the
-// allocator's size classes.
-type wireReply struct {
-	resp extprocv3.ProcessingResponse
-	buf  [656]byte
-}
-
-// newWireReply returns a reply to be written in wire form, and the
-// buffer to append its fields to: its own, or one of size bytes when
-// more is needed. Pass what was appended to done.
-func newWireReply(size int) (*wireReply, []byte) {
-	r := new(wireReply)
-	if size > len(r.buf) {
-		return r, make([]byte, 0, size)
-	}
-	return r, r.buf[:0]
-}
-
-// done sets b, the reply's fields, as its encoding, and returns it.
-func (r *wireReply) done(b []byte) *extprocv3.ProcessingResponse {
-	r.resp.ProtoReflect().SetUnknown(protoreflect.RawFields(b))
-	return &r.resp
+// wireReply returns a reply whose encoding is b, the fields appended
+// to a buffer the stream borrowed (see lend.go).
+func wireReply(b []byte) *extprocv3.ProcessingResponse {
+	r := new(extprocv3.ProcessingResponse)
+	r.ProtoReflect().SetUnknown(protoreflect.RawFields(b))
+	return r
 }

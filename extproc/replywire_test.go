@@ -55,8 +55,9 @@ func wireResponseHeaders(m *headerMutation, md map[string]any) []byte {
 		w = d.wire()
 	}
 	size := m.size()
-	r, b := newWireReply(m.responseHeadersSize(size) + len(w))
-	resp := r.done(append(m.appendResponseHeaders(b, size), w...))
+	var st stream
+	b := st.borrow(m.responseHeadersSize(size) + len(w))
+	resp := wireReply(append(m.appendResponseHeaders(b, size), w...))
 	out, err := proto.Marshal(resp)
 	if err != nil {
 		panic(err)

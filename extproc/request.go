@@ -259,7 +259,11 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 	}
 	st.s.m.tokensEstimated(api.Name(), est.Total())
 
-	edited, err := api.Inject(body, &st.req, llm.InjectOptions{OutputCap: o.InjectOutputCap, StreamUsage: o.InjectStreamUsage})
+	// The edited body lives until the release is sent: it goes into a
+	// borrowed buffer, with room for the usual edits (an output cap, the
+	// stream's usage option).
+	edited, err := api.Inject(body, &st.req, llm.InjectOptions{OutputCap: o.InjectOutputCap, StreamUsage: o.InjectStreamUsage,
+		Buf: st.borrow(len(body) + injectRoom)})
 	if err != nil {
 		// The body parsed, so an edit cannot fail; if it does, forward
 		// the original: the reservation already bounds the charge.
@@ -280,6 +284,11 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 	}
 	return rel.reply(st), false
 }
+
+// injectRoom is the room borrowed for a request body's edits beyond its
+// own length: an output cap and OpenAI's stream_options, with the
+// longest names the formats give them, take about 80 bytes.
+const injectRoom = 128
 
 // admissionMetadata adds an admitted request's fields to md. They go in
 // the metadata at admission, so that a request that never completes is

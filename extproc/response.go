@@ -6,7 +6,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tokenwarden/tokenwarden/internal/contentcoding"
@@ -87,9 +86,9 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders, attrs map[string]*st
 	}
 	hm := headerMutation{set: set, extra: extra, remove: remove}
 	size := hm.size()
-	r, b := newWireReply(hm.responseHeadersSize(size) + len(md))
+	b := st.borrow(hm.responseHeadersSize(size) + len(md))
 	b = hm.appendResponseHeaders(b, size)
-	return r.done(append(b, md...)), false
+	return wireReply(append(b, md...)), false
 }
 
 func (st *stream) ok() bool { return st.status >= 200 && st.status < 300 }
@@ -112,33 +111,26 @@ func (st *stream) responseBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingResp
 	}
 	// Settle before this reply: once the client has the whole response,
 	// the counters already show it.
-	r, md := newEndReply()
+	field, md := st.endReply()
 	if !st.settle(true, &md) {
 		return continueResponseBody, false
 	}
-	return r.done(&md), false
+	return wireReply(append(field, md.wire()...)), false
 }
 
-// endReply is the reply to a response's last chunk, with the
-// settlement's dynamic metadata, written in wire form (see replywire.go)
-// in one allocation: the response_body field, an empty BodyResponse,
-// then the metadata.
-type endReply struct {
-	resp extprocv3.ProcessingResponse
-	buf  [256]byte
-}
-
-// newEndReply returns an endReply and the metadata to write into it.
-func newEndReply() (*endReply, dynamicMetadata) {
-	r := new(endReply)
-	b := appendTag(r.buf[:0], fieldResponseBody, protowire.BytesType)
+// endReply begins the reply to a response's last chunk, which carries
+// the settlement's dynamic metadata, in wire form (see replywire.go): it
+// returns the response_body field, an empty BodyResponse, in a buffer
+// the stream borrowed (see lend.go), and the metadata to write into the
+// room after it. Append the metadata's wire form to the field.
+func (st *stream) endReply() ([]byte, dynamicMetadata) {
+	b := st.borrow(endReplyRoom)
+	b = appendTag(b, fieldResponseBody, protowire.BytesType)
 	b = appendVarint(b, 0)
-	return r, newDynamicMetadata(b[len(b):])
+	return b, newDynamicMetadata(b[len(b):])
 }
 
-// done returns the reply with md's fields.
-func (r *endReply) done(md *dynamicMetadata) *extprocv3.ProcessingResponse {
-	b := append(r.buf[:protowire.SizeTag(fieldResponseBody)+protowire.SizeVarint(0)], md.wire()...)
-	r.resp.ProtoReflect().SetUnknown(protoreflect.RawFields(b))
-	return &r.resp
-}
+// endReplyRoom is the room borrowed for the reply to a response's last
+// chunk: the usual settlement's metadata (about 150 bytes); more grows
+// the reply's buffer once.
+const endReplyRoom = 256

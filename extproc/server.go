@@ -278,7 +278,10 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 		if resp == nil {
 			return status.Error(codes.InvalidArgument, "unexpected ext_proc message")
 		}
-		if err := srv.Send(resp); err != nil {
+		err = srv.Send(resp)
+		// Sent or not, the reply is done with what it borrowed.
+		st.sent()
+		if err != nil {
 			if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
 				return nil
 			}

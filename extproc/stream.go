@@ -90,6 +90,11 @@ type stream struct {
 	// response body reaches the server and its usage cannot be read.
 	responseBodyUnseen bool
 	tr                 streamTrace
+
+	// lent are the buffers the reply being built borrowed, the first
+	// borrowed of them (see lend.go).
+	lent     [maxBorrowed]*[]byte
+	borrowed int
 }
 
 func newStream(s *Server, ctx context.Context) *stream {

@@ -1,0 +1,98 @@
+package extproc
+
+import (
+	"math/bits"
+	"sync"
+)
+
+// A reply that carries bytes of its own (the edited request body, the
+// release's encoding, the response headers' mutation, a settlement's
+// metadata) is written into buffers lent from a pool for the time
+// between building it and sending it, and given back once Process has
+// sent it. grpc-go encodes a message before SendMsg returns, into a
+// buffer of its own, so nothing reads a reply's buffers after Send.
+//
+// Garbage collection, not tokenwarden's own code, was the largest part
+// of what a lifecycle cost beyond the do-nothing server: the collector's
+// work per lifecycle grows with the bytes allocated, and about 5 KB of
+// the 9 KB tokenwarden allocated per lifecycle were these buffers, each
+// dead as soon as its reply was sent (see BENCHMARKS.md, "The bytes a
+// lifecycle allocates").
+//
+// One consequence for a program that hosts the Server on a gRPC server
+// of its own: a stats handler that keeps a sent ProcessingResponse and
+// reads it later sees its bytes overwritten. The message sent, and what
+// Envoy receives, are not affected.
+
+// lendPool holds the buffers lent to replies, by capacity: one pool for
+// each power of two from minLent to maxLent bytes.
+type lendPool struct {
+	tiers [lendTiers]sync.Pool // of *[]byte
+}
+
+const (
+	minLentShift = 9 // 512 bytes
+	maxLentShift = 14
+	// maxLent is the largest buffer lent: a release written in wire form
+	// (maxWireRelease) with its metadata fits. Larger ones are allocated.
+	maxLent   = 1 << maxLentShift
+	lendTiers = maxLentShift - minLentShift + 1
+)
+
+// replyBufs is the pool every stream borrows from. Like any sync.Pool it
+// is a cache: the collector empties it, and a buffer is never shared.
+var replyBufs lendPool
+
+// tier returns the index of the smallest tier that holds n bytes;
+// n is at most maxLent.
+func tier(n int) int {
+	if n <= 1<<minLentShift {
+		return 0
+	}
+	return bits.Len(uint(n-1)) - minLentShift
+}
+
+// get returns a buffer of capacity at least n (at most maxLent), from
+// the pool or new. Its bytes are whatever the last borrower left.
+func (p *lendPool) get(n int) *[]byte {
+	t := tier(n)
+	if b, ok := p.tiers[t].Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, 0, 1<<(t+minLentShift))
+	return &b
+}
+
+// put gives b, from get, back to the pool.
+func (p *lendPool) put(b *[]byte) {
+	p.tiers[tier(cap(*b))].Put(b)
+}
+
+// maxBorrowed is the most buffers one reply borrows: the edited body
+// and the release's encoding.
+const maxBorrowed = 2
+
+// borrow returns an empty buffer with room for n bytes, lent to the
+// reply being built until it is sent (see [stream.sent]): what is
+// appended to it must not outlive the reply. For more than maxLent
+// bytes, or past maxBorrowed buffers, it returns nil, and appending
+// allocates: a megabyte body's edit, which may not happen at all, does
+// not allocate a megabyte up front.
+func (st *stream) borrow(n int) []byte {
+	if n > maxLent || st.borrowed >= maxBorrowed {
+		return nil
+	}
+	b := replyBufs.get(n)
+	st.lent[st.borrowed] = b
+	st.borrowed++
+	return (*b)[:0]
+}
+
+// sent gives back the buffers lent to the reply just sent.
+func (st *stream) sent() {
+	for i := range st.borrowed {
+		replyBufs.put(st.lent[i])
+		st.lent[i] = nil
+	}
+	st.borrowed = 0
+}
