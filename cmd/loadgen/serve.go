@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"time"
 
@@ -100,6 +101,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 	redisURL := fs.String("redis", "", "Redis `URL` for -store redis")
 	redisTimeout := fs.Duration("redis-timeout", 0, "the Redis store's Timeout (0: its default); raise it for a server slowed by valgrind")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `file`")
+	memprofile := fs.String("memprofile", "", "write a profile of every allocation of the whole run to `file` (slows the server)")
 	var tuning grpcTuning
 	tuning.flags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -134,6 +136,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 			err = errors.Join(err, f.Close())
 		}()
 	}
+	if *memprofile != "" {
+		// Every allocation, so that bytes per lifecycle are exact rather
+		// than sampled.
+		runtime.MemProfileRate = 1
+		defer func() {
+			err = errors.Join(err, writeAllocs(*memprofile))
+		}()
+	}
 	lis, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
@@ -146,6 +156,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 		gs.Stop()
 	}()
 	return gs.Serve(lis)
+}
+
+// writeAllocs writes the profile of the allocations made so far to path.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	// The profile counts what the last completed collection saw.
+	runtime.GC()
+	return errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
 }
 
 // tokenwarden builds the server the way the tokenwarden binary does with
