@@ -10,7 +10,8 @@ import (
 // metadata) is written into buffers lent from a pool for the time
 // between building it and sending it, and given back once Process has
 // sent it. grpc-go encodes a message before SendMsg returns, into a
-// buffer of its own, so nothing reads a reply's buffers after Send.
+// buffer of its own, and, its request tracing aside (below), reads
+// nothing of it after that.
 //
 // Garbage collection, not tokenwarden's own code, was the largest part
 // of what a lifecycle cost beyond the do-nothing server: the collector's
@@ -19,10 +20,14 @@ import (
 // dead as soon as its reply was sent (see BENCHMARKS.md, "The bytes a
 // lifecycle allocates").
 //
-// One consequence for a program that hosts the Server on a gRPC server
-// of its own: a stats handler that keeps a sent ProcessingResponse and
-// reads it later sees its bytes overwritten. The message sent, and what
-// Envoy receives, are not affected.
+// What could read a reply later is the host's: grpc-go's request
+// tracing (grpc.EnableTracing, the /debug/requests page) keeps every
+// sent message and formats it when the page is viewed, so a stream of a
+// server with tracing on lends nothing, and its replies allocate as
+// before. A stats handler or an interceptor of the host's that keeps the
+// message passed to SendMsg and reads it later would see its bytes
+// overwritten by other streams' replies; what Envoy receives is not
+// affected.
 
 // lendPool holds the buffers lent to replies, by capacity: one pool for
 // each power of two from minLent to maxLent bytes.
@@ -75,11 +80,12 @@ const maxBorrowed = 2
 // borrow returns an empty buffer with room for n bytes, lent to the
 // reply being built until it is sent (see [stream.sent]): what is
 // appended to it must not outlive the reply. For more than maxLent
-// bytes, or past maxBorrowed buffers, it returns nil, and appending
+// bytes, past maxBorrowed buffers, or on a stream that lends nothing
+// (noLend), it returns nil, and appending
 // allocates: a megabyte body's edit, which may not happen at all, does
 // not allocate a megabyte up front.
 func (st *stream) borrow(n int) []byte {
-	if n > maxLent || st.borrowed >= maxBorrowed {
+	if n > maxLent || st.borrowed >= maxBorrowed || st.noLend {
 		return nil
 	}
 	b := replyBufs.get(n)

@@ -263,6 +263,8 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	defer s.m.streams.Dec()
 	st := newStream(s, srv.Context())
 	st.out = srv
+	// grpc-go's request tracing keeps the messages sent (see lend.go).
+	st.noLend = grpc.EnableTracing
 	// Whatever ends the stream, an admitted request settles: a cancelled
 	// stream is how Envoy reports a client that went away.
 	defer st.finish()

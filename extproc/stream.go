@@ -92,9 +92,11 @@ type stream struct {
 	tr                 streamTrace
 
 	// lent are the buffers the reply being built borrowed, the first
-	// borrowed of them (see lend.go).
+	// borrowed of them (see lend.go). noLend: the stream's replies
+	// borrow nothing, as something may read them after they are sent.
 	lent     [maxBorrowed]*[]byte
 	borrowed int
+	noLend   bool
 }
 
 func newStream(s *Server, ctx context.Context) *stream {
