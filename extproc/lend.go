@@ -15,9 +15,9 @@ import (
 //
 // Garbage collection, not tokenwarden's own code, was the largest part
 // of what a lifecycle cost beyond the do-nothing server: the collector's
-// work per lifecycle grows with the bytes allocated, and about 5 KB of
-// the 9 KB tokenwarden allocated per lifecycle were these buffers, each
-// dead as soon as its reply was sent (see BENCHMARKS.md, "The bytes a
+// work per lifecycle grows with the bytes allocated, and about 6 KB of
+// the 8.7 KB tokenwarden allocated per lifecycle beyond the do-nothing
+// server were these buffers, each dead as soon as its reply was sent (see BENCHMARKS.md, "The bytes a
 // lifecycle allocates").
 //
 // What could read a reply later is the host's: grpc-go's request
