@@ -16,7 +16,9 @@ type API interface {
 	ParseRequest(path string, body []byte, opts ParseOptions) (Request, error)
 	// Inject returns the body with the edits opts ask for (an output cap
 	// where the request has none, a stream-usage option), or nil when
-	// nothing changes. Edits keep the rest of the body byte for byte.
+	// nothing changes. Edits keep the rest of the body byte for byte,
+	// and write into opts.Buf when it has the room; body itself is never
+	// modified.
 	Inject(body []byte, req *Request, opts InjectOptions) ([]byte, error)
 	// NewUsageReader returns a reader for the response to req, whose
 	// content type is contentType.
