@@ -17,7 +17,7 @@ type API interface {
 	// Inject returns the body with the edits opts ask for (an output cap
 	// where the request has none, a stream-usage option), or nil when
 	// nothing changes. Edits keep the rest of the body byte for byte,
-	// and write into opts.Buf when it has the room; body itself is never
+	// and write into opts.Buf when it has the room; body itself is not
 	// modified.
 	Inject(body []byte, req *Request, opts InjectOptions) ([]byte, error)
 	// NewUsageReader returns a reader for the response to req, whose
@@ -60,7 +60,8 @@ type InjectOptions struct {
 	StreamUsage bool
 	// Buf, when its capacity holds the edited body, is where the edits
 	// write it, from Buf's start; otherwise, or when nil, they allocate
-	// it. The caller lends Buf for as long as it uses the edited body.
+	// it. The caller lends Buf for as long as it uses the edited body;
+	// Buf must not share memory with the body being edited.
 	Buf []byte
 }
 
