@@ -45,7 +45,8 @@ const (
 )
 
 // replyBufs is the pool every stream borrows from. Like any sync.Pool it
-// is a cache: the collector empties it, and a buffer is never shared.
+// is a cache, which the collector empties; a buffer is lent to one reply
+// at a time.
 var replyBufs lendPool
 
 // tier returns the index of the smallest tier that holds n bytes;
@@ -81,9 +82,9 @@ const maxBorrowed = 2
 // reply being built until it is sent (see [stream.sent]): what is
 // appended to it must not outlive the reply. For more than maxLent
 // bytes, past maxBorrowed buffers, or on a stream that lends nothing
-// (noLend), it returns nil, and appending
-// allocates: a megabyte body's edit, which may not happen at all, does
-// not allocate a megabyte up front.
+// (noLend), it returns nil, and appending allocates: a megabyte body's
+// edit, which may not happen at all, does not allocate a megabyte up
+// front.
 func (st *stream) borrow(n int) []byte {
 	if n > maxLent || st.borrowed >= maxBorrowed || st.noLend {
 		return nil

@@ -91,9 +91,9 @@ type stream struct {
 	responseBodyUnseen bool
 	tr                 streamTrace
 
-	// lent are the buffers the reply being built borrowed, the first
-	// borrowed of them (see lend.go). noLend: the stream's replies
-	// borrow nothing, as something may read them after they are sent.
+	// lent[:borrowed] are the buffers the reply being built borrowed
+	// (see lend.go). noLend: the stream's replies borrow nothing, as
+	// something may read them after they are sent.
 	lent     [maxBorrowed]*[]byte
 	borrowed int
 	noLend   bool
