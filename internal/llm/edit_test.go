@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -112,4 +113,40 @@ func appendMemberReference(out []byte, fields *Fields, path []string, rank int, 
 	}
 	out = append(out, '{')
 	return append(appendMemberReference(out, fd.inner, path[1:], rank, enc), '}')
+}
+
+// TestSplice places the body and the buffer at every pair of offsets in
+// one array, so that the buffer begins where the body does (an earlier
+// edit's output: edited in place), overlaps it elsewhere, or lies apart,
+// with capacities too small and large enough, and makes edits that
+// shrink, keep and grow the body. The result must be the edit, and the
+// body untouched unless it was edited in place.
+func TestSplice(t *testing.T) {
+	src := []byte(`{"a":1,"bb":[1,2,3],"c":"xyz"}`)
+	inserts := [][]byte{nil, []byte("Q"), []byte("QQQQQQQQQQQQQQQQQQQQ")}
+	for bodyAt := 0; bodyAt < 40; bodyAt++ {
+		for bufAt := 0; bufAt < 40; bufAt++ {
+			for room := 0; room < 80; room += 7 {
+				for from := 0; from <= len(src); from += 5 {
+					for to := from; to <= len(src); to += 6 {
+						for _, insert := range inserts {
+							array := bytes.Repeat([]byte{'#'}, 200)
+							body := array[bodyAt : bodyAt+len(src)]
+							copy(body, src)
+							buf := array[bufAt : bufAt : bufAt+room]
+							want := string(src[:from]) + string(insert) + string(src[to:])
+							if got := splice(buf, body, from, to, insert); string(got) != want {
+								t.Fatalf("body at %d, buffer at %d with room for %d, [%d:%d] = %q: got %q, want %q",
+									bodyAt, bufAt, room, from, to, insert, got, want)
+							}
+							if bodyAt != bufAt && !bytes.Equal(array[bodyAt:bodyAt+len(src)], src) {
+								t.Fatalf("body at %d, buffer at %d with room for %d, [%d:%d] = %q: the body changed to %q",
+									bodyAt, bufAt, room, from, to, insert, array[bodyAt:bodyAt+len(src)])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
 }

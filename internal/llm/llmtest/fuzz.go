@@ -1,6 +1,8 @@
 package llmtest
 
 import (
+	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -137,10 +139,43 @@ func CheckRequest(t *testing.T, target RequestTarget, path string, body []byte) 
 	if _, err := api.Inject(body, &req, llm.InjectOptions{OutputCap: true, StreamUsage: true}); err != nil {
 		t.Fatalf("%s: Inject failed on a body that parsed: %v", api.Name(), err)
 	}
+	CheckInjectBuf(t, api, body, req)
 	if target.View != nil {
 		opts := DiffOptions()
 		opts.Model = target.Model
 		CheckDifferential(t, target, path, body, opts)
+	}
+}
+
+// CheckInjectBuf holds api's edits of body written into a lent buffer
+// ([llm.InjectOptions.Buf]) to those it allocates: for each set of
+// edits, streamed or not, and buffers too small for any edit, for the
+// body but not its edits, for one edit, and for all of them, filled with
+// marks that would show in a body that took bytes it should not, the
+// same bytes or the same error, and body itself untouched.
+func CheckInjectBuf(t *testing.T, api llm.API, body []byte, req llm.Request) {
+	t.Helper()
+	orig := bytes.Clone(body)
+	for _, opts := range []llm.InjectOptions{{OutputCap: true, StreamUsage: true}, {StreamUsage: true}, {OutputCap: true}} {
+		for _, stream := range []bool{true, false} {
+			r := req
+			r.Stream = stream
+			want, wantErr := api.Inject(body, &r, opts)
+			for _, room := range []int{1, len(body), len(body) + 12, len(body) + 128} {
+				o := opts
+				o.Buf = bytes.Repeat([]byte{'#'}, room)[:0]
+				r := req
+				r.Stream = stream
+				got, err := api.Inject(body, &r, o)
+				if fmt.Sprint(err) != fmt.Sprint(wantErr) || !bytes.Equal(got, want) {
+					t.Fatalf("%s %+v, stream %v, a buffer of %d bytes: got %q, %v; want %q, %v",
+						api.Name(), opts, stream, room, got, err, want, wantErr)
+				}
+				if !bytes.Equal(body, orig) {
+					t.Fatalf("%s %+v, stream %v, a buffer of %d bytes: the body changed to %q", api.Name(), opts, stream, room, body)
+				}
+			}
+		}
 	}
 }
 
