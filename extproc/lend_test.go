@@ -9,6 +9,9 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// TestLendTier: a buffer for n bytes has the smallest power of two from
+// 512 that holds n as its capacity, and goes back to the tier it came
+// from.
 func TestLendTier(t *testing.T) {
 	for _, tc := range []struct {
 		n, want int // the bytes asked for, the capacity lent
