@@ -6,7 +6,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // release is the reply that releases a reserved request body to the
@@ -91,7 +90,6 @@ func (p *release) wire(st *stream) *extprocv3.ProcessingResponse {
 	}
 	size := protowire.SizeTag(fieldRequestBody) + protowire.SizeBytes(body)
 
-	r := new(extprocv3.ProcessingResponse)
 	b := st.borrow(size + wireMetaRoom)
 	b = appendTag(b, fieldRequestBody, protowire.BytesType)
 	b = appendVarint(b, uint64(body))
@@ -118,9 +116,7 @@ func (p *release) wire(st *stream) *extprocv3.ProcessingResponse {
 	// moved down to meet them (see dynamicMetadata's headroom).
 	md := newDynamicMetadata(b[len(b):])
 	st.admissionMetadata(&md)
-	b = append(b, md.wire()...)
-	r.ProtoReflect().SetUnknown(protoreflect.RawFields(b))
-	return r
+	return wireReply(append(b, md.wire()...))
 }
 
 // releaseMessages is a release built as messages, allocated in one
