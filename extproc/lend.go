@@ -22,9 +22,9 @@ import (
 //
 // What could read a reply later is the host's: grpc-go's request
 // tracing (grpc.EnableTracing, the /debug/requests page) keeps every
-// sent message and formats it when the page is viewed, so a stream of a
-// server with tracing on lends nothing, and its replies allocate as
-// before. A stats handler or an interceptor of the host's that keeps the
+// sent message and formats it when the page is viewed, so a stream it
+// traces (it decides when the stream begins, and says so in the
+// stream's context) lends nothing, and its replies allocate as before. A stats handler or an interceptor of the host's that keeps the
 // message passed to SendMsg and reads it later would see its bytes
 // overwritten by other streams' replies; what Envoy receives is not
 // affected.

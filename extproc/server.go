@@ -14,6 +14,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
+	requesttrace "golang.org/x/net/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -264,7 +265,11 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	st := newStream(s, srv.Context())
 	st.out = srv
 	// grpc-go's request tracing keeps the messages sent (see lend.go).
-	st.noLend = grpc.EnableTracing
+	// Whether it traces this stream it decided when the stream began,
+	// and says so in the stream's context: grpc.EnableTracing, read now,
+	// may have changed since. (The lookup costs an allocation: x/net/trace
+	// boxes its key.)
+	_, st.noLend = requesttrace.FromContext(srv.Context())
 	// Whatever ends the stream, an admitted request settles: a cancelled
 	// stream is how Envoy reports a client that went away.
 	defer st.finish()
