@@ -96,7 +96,7 @@ func TestLentUntilSent(t *testing.T) {
 	// The buffers of one lifecycle go back to the pool for the next to
 	// borrow.
 	for range 3 {
-		s := &replayStream{ctx: t.Context(), msgs: msgs, check: check}
+		s := &replayStream{ctx: t.Context(), msgs: msgs, check: check, hand: true}
 		if err := srv.Process(s); err != nil {
 			t.Fatal(err)
 		}

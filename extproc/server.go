@@ -320,11 +320,15 @@ func GRPCServerOptions() []grpc.ServerOption {
 }
 
 // ServerOptions are GRPCServerOptions plus the interceptor that keeps a
-// panic in one stream from taking the process down. Create the
-// grpc.Server that hosts srv with them (and any of your own), then
-// [Register] srv on it.
+// panic in one stream from taking the process down, and the codec that
+// decodes Envoy's messages by hand (see requestwire.go; it leaves every
+// other message to grpc-go's protobuf codec). Create the grpc.Server
+// that hosts srv with them (and any of your own), then [Register] srv on
+// it.
 func (s *Server) ServerOptions() []grpc.ServerOption {
-	return append(GRPCServerOptions(), grpc.ChainStreamInterceptor(s.recoverStream))
+	return append(GRPCServerOptions(),
+		grpc.ChainStreamInterceptor(s.recoverStream),
+		grpc.ForceServerCodecV2(newRequestCodec()))
 }
 
 // Register registers srv's ExternalProcessor service on gs, which must

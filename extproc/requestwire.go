@@ -1,0 +1,424 @@
+package extproc
+
+import (
+	"unicode/utf8"
+	"unsafe"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+)
+
+// Envoy's messages are decoded here, by hand, rather than by
+// protobuf-go's table-driven decoder. That decoder sets a oneof through
+// reflection, allocates every header as three objects (the message, its
+// key, its value) and grows the header slice as it goes; for the ten
+// messages of a streamed chat completion it ran more instructions than
+// anything tokenwarden itself does, and spread them over more code than
+// the instruction cache holds between one message and the next.
+//
+// The hand decoder covers what Envoy sends on every stream: headers,
+// bodies and trailers, end_of_stream, observability_mode and
+// protocol_config, each field at most once where protobuf would merge.
+// A message with anything else — attributes, metadata_context, a field
+// it does not know, a field repeated that protobuf would merge, a wire
+// type other than the field's, invalid UTF-8 in a string, any malformed
+// byte — is decoded by protobuf-go from the start. So the result is
+// always the message protobuf-go would decode, or its error;
+// FuzzDecodeRequest holds the two to that.
+
+// requestCodec is the gRPC codec of a server hosting tokenwarden
+// ([Server.ServerOptions]): it decodes a ProcessingRequest with
+// decodeRequest, and leaves every other message, and every reply, to
+// grpc-go's own protobuf codec.
+type requestCodec struct {
+	proto encoding.CodecV2
+}
+
+func newRequestCodec() requestCodec {
+	return requestCodec{proto: encoding.GetCodecV2(grpcproto.Name)}
+}
+
+// Name is the proto codec's: the codec is what answers content-type
+// application/grpc and application/grpc+proto.
+func (c requestCodec) Name() string { return grpcproto.Name }
+
+func (c requestCodec) Marshal(v any) (mem.BufferSlice, error) { return c.proto.Marshal(v) }
+
+func (c requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	m, ok := v.(*extprocv3.ProcessingRequest)
+	if !ok {
+		return c.proto.Unmarshal(data, v)
+	}
+	// grpc-go materializes the message as its own codec does, and frees
+	// the buffer when decoding returns: everything decoded is a copy.
+	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	defer buf.Free()
+	return decodeRequest(buf.ReadOnlyData(), m)
+}
+
+// decodeRequest decodes b into m, as proto.Unmarshal does.
+func decodeRequest(b []byte, m *extprocv3.ProcessingRequest) error {
+	// proto.Unmarshal merges into what m holds; the hand decoder starts
+	// from nothing, which is what grpc-go's generated Recv passes.
+	if proto.Size(m) == 0 && decodeRequestFast(b, m) {
+		return nil
+	}
+	return proto.Unmarshal(b, m)
+}
+
+// decodeRequestFast decodes b into the empty m and reports whether it
+// could; when it could not, m is empty again.
+func decodeRequestFast(b []byte, m *extprocv3.ProcessingRequest) bool {
+	if decodeProcessingRequest(b, m) {
+		return true
+	}
+	m.Request, m.ObservabilityMode, m.ProtocolConfig = nil, false, nil
+	return false
+}
+
+// Field numbers of the messages decoded here (TestRequestFieldNumbers
+// holds them to the messages' descriptors).
+const (
+	fieldReqRequestHeaders   protowire.Number = 2  // ProcessingRequest.request_headers
+	fieldReqResponseHeaders  protowire.Number = 3  // ProcessingRequest.response_headers
+	fieldReqRequestBody      protowire.Number = 4  // ProcessingRequest.request_body
+	fieldReqResponseBody     protowire.Number = 5  // ProcessingRequest.response_body
+	fieldReqRequestTrailers  protowire.Number = 6  // ProcessingRequest.request_trailers
+	fieldReqResponseTrailers protowire.Number = 7  // ProcessingRequest.response_trailers
+	fieldReqObservability    protowire.Number = 10 // ProcessingRequest.observability_mode
+	fieldReqProtocolConfig   protowire.Number = 11 // ProcessingRequest.protocol_config
+
+	fieldHTTPHeadersMap protowire.Number = 1 // HttpHeaders.headers
+	fieldHTTPHeadersEOS protowire.Number = 3 // HttpHeaders.end_of_stream
+
+	fieldHTTPBodyBody        protowire.Number = 1 // HttpBody.body
+	fieldHTTPBodyEOS         protowire.Number = 2 // HttpBody.end_of_stream
+	fieldHTTPBodyEOSNoMsg    protowire.Number = 3 // HttpBody.end_of_stream_without_message
+	fieldHTTPBodyCompressed  protowire.Number = 4 // HttpBody.grpc_message_compressed
+	fieldHTTPBodyDrainDone   protowire.Number = 5 // HttpBody.drain_complete
+	fieldHTTPTrailersMap     protowire.Number = 1 // HttpTrailers.trailers
+	fieldHeaderMapHeaders    protowire.Number = 1 // HeaderMap.headers
+	fieldHeaderValue         protowire.Number = 2 // HeaderValue.value (key and raw_value: replywire.go)
+	fieldConfigRequestMode   protowire.Number = 1 // ProtocolConfiguration.request_body_mode
+	fieldConfigResponseMode  protowire.Number = 2 // ProtocolConfiguration.response_body_mode
+	fieldConfigSendNoWaiting protowire.Number = 3 // ProtocolConfiguration.send_body_without_waiting_for_header_response
+)
+
+func decodeProcessingRequest(b []byte, m *extprocv3.ProcessingRequest) bool {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return false
+		}
+		b = b[n:]
+		if typ == protowire.VarintType {
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 || num != fieldReqObservability {
+				return false
+			}
+			b = b[n:]
+			m.ObservabilityMode = v != 0
+			continue
+		}
+		if typ != protowire.BytesType {
+			return false
+		}
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return false
+		}
+		b = b[n:]
+		if num == fieldReqProtocolConfig {
+			if m.ProtocolConfig != nil {
+				return false // protobuf would merge the two
+			}
+			var ok bool
+			if m.ProtocolConfig, ok = decodeProtocolConfig(v); !ok {
+				return false
+			}
+			continue
+		}
+		if m.Request != nil {
+			return false // protobuf would merge the two, or replace one
+		}
+		switch num {
+		case fieldReqRequestHeaders, fieldReqResponseHeaders:
+			h := decodeHTTPHeaders(v)
+			if h == nil {
+				return false
+			}
+			if num == fieldReqRequestHeaders {
+				m.Request = &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: h}
+			} else {
+				m.Request = &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: h}
+			}
+		case fieldReqRequestBody, fieldReqResponseBody:
+			body := decodeHTTPBody(v)
+			if body == nil {
+				return false
+			}
+			if num == fieldReqRequestBody {
+				m.Request = &extprocv3.ProcessingRequest_RequestBody{RequestBody: body}
+			} else {
+				m.Request = &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: body}
+			}
+		case fieldReqRequestTrailers, fieldReqResponseTrailers:
+			t := decodeHTTPTrailers(v)
+			if t == nil {
+				return false
+			}
+			if num == fieldReqRequestTrailers {
+				m.Request = &extprocv3.ProcessingRequest_RequestTrailers{RequestTrailers: t}
+			} else {
+				m.Request = &extprocv3.ProcessingRequest_ResponseTrailers{ResponseTrailers: t}
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// decodeHTTPHeaders decodes an HttpHeaders; nil means protobuf-go
+// decodes the message.
+func decodeHTTPHeaders(b []byte) *extprocv3.HttpHeaders {
+	h := &extprocv3.HttpHeaders{}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil
+		}
+		b = b[n:]
+		switch {
+		case num == fieldHTTPHeadersMap && typ == protowire.BytesType && h.Headers == nil:
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return nil
+			}
+			b = b[n:]
+			if h.Headers = decodeHeaderMap(v); h.Headers == nil {
+				return nil
+			}
+		case num == fieldHTTPHeadersEOS && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return nil
+			}
+			b = b[n:]
+			h.EndOfStream = v != 0
+		default:
+			return nil
+		}
+	}
+	return h
+}
+
+// decodeHTTPTrailers decodes an HttpTrailers; nil means protobuf-go
+// decodes the message.
+func decodeHTTPTrailers(b []byte) *extprocv3.HttpTrailers {
+	t := &extprocv3.HttpTrailers{}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || num != fieldHTTPTrailersMap || typ != protowire.BytesType || t.Trailers != nil {
+			return nil
+		}
+		b = b[n:]
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return nil
+		}
+		b = b[n:]
+		if t.Trailers = decodeHeaderMap(v); t.Trailers == nil {
+			return nil
+		}
+	}
+	return t
+}
+
+// decodeHTTPBody decodes an HttpBody; nil means protobuf-go decodes the
+// message.
+func decodeHTTPBody(b []byte) *extprocv3.HttpBody {
+	body := &extprocv3.HttpBody{}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil
+		}
+		b = b[n:]
+		if num == fieldHTTPBodyBody && typ == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return nil
+			}
+			b = b[n:]
+			// As protobuf-go: a copy, and nil for an empty body; the
+			// last occurrence wins.
+			body.Body = append([]byte(nil), v...)
+			continue
+		}
+		if typ != protowire.VarintType {
+			return nil
+		}
+		v, n := protowire.ConsumeVarint(b)
+		if n < 0 {
+			return nil
+		}
+		b = b[n:]
+		switch num {
+		case fieldHTTPBodyEOS:
+			body.EndOfStream = v != 0
+		case fieldHTTPBodyEOSNoMsg:
+			body.EndOfStreamWithoutMessage = v != 0
+		case fieldHTTPBodyCompressed:
+			body.GrpcMessageCompressed = v != 0
+		case fieldHTTPBodyDrainDone:
+			body.DrainComplete = v != 0
+		default:
+			return nil
+		}
+	}
+	return body
+}
+
+// decodeProtocolConfig decodes a ProtocolConfiguration.
+func decodeProtocolConfig(b []byte) (*extprocv3.ProtocolConfiguration, bool) {
+	c := &extprocv3.ProtocolConfiguration{}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || typ != protowire.VarintType {
+			return nil, false
+		}
+		b = b[n:]
+		v, n := protowire.ConsumeVarint(b)
+		if n < 0 {
+			return nil, false
+		}
+		b = b[n:]
+		switch num {
+		case fieldConfigRequestMode:
+			// An enum is an int32 on the wire; protobuf-go truncates.
+			c.RequestBodyMode = filterv3.ProcessingMode_BodySendMode(int32(v))
+		case fieldConfigResponseMode:
+			c.ResponseBodyMode = filterv3.ProcessingMode_BodySendMode(int32(v))
+		case fieldConfigSendNoWaiting:
+			c.SendBodyWithoutWaitingForHeaderResponse = v != 0
+		default:
+			return nil, false
+		}
+	}
+	return c, true
+}
+
+// decodeHeaderMap decodes a HeaderMap, its headers in one array and
+// their keys in another, however many there are. A first pass counts
+// the headers and their keys' bytes, so that each array is allocated
+// once, at its size. The keys point into theirs: bytes appended after a
+// key never change it, and nothing keeps a key beyond the message. Each value is a copy of its own, as protobuf-go
+// makes it: a stream keeps some of them (its path, its identity) to its
+// end, and they must not hold every other header with them. nil means
+// protobuf-go decodes the message.
+func decodeHeaderMap(b []byte) *corev3.HeaderMap {
+	count, keyBytes := 0, 0
+	for rest := b; len(rest) > 0; count++ {
+		num, typ, n := protowire.ConsumeTag(rest)
+		if n < 0 || num != fieldHeaderMapHeaders || typ != protowire.BytesType {
+			return nil
+		}
+		rest = rest[n:]
+		v, n := protowire.ConsumeBytes(rest)
+		if n < 0 {
+			return nil
+		}
+		rest = rest[n:]
+		keyBytes += keyLen(v)
+	}
+	m := &corev3.HeaderMap{}
+	if count == 0 {
+		return m
+	}
+	values := make([]corev3.HeaderValue, count)
+	m.Headers = make([]*corev3.HeaderValue, count)
+	keys := make([]byte, 0, keyBytes)
+	for i := range values {
+		_, _, n := protowire.ConsumeTag(b)
+		b = b[n:]
+		v, n := protowire.ConsumeBytes(b)
+		b = b[n:]
+		var ok bool
+		if keys, ok = decodeHeaderValue(v, &values[i], keys); !ok {
+			return nil
+		}
+		m.Headers[i] = &values[i]
+	}
+	return m
+}
+
+// keyLen is the bytes of an encoded HeaderValue's keys (one, unless
+// the encoding repeats it), or fewer where the encoding is one that
+// decodeHeaderValue leaves to protobuf-go.
+func keyLen(b []byte) int {
+	k := 0
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || typ != protowire.BytesType {
+			return 0
+		}
+		b = b[n:]
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return 0
+		}
+		b = b[n:]
+		if num == fieldHeaderKey {
+			k += len(v)
+		}
+	}
+	return k
+}
+
+// decodeHeaderValue decodes a HeaderValue into h, its key appended to
+// keys, and returns keys; false means protobuf-go decodes the message.
+func decodeHeaderValue(b []byte, h *corev3.HeaderValue, keys []byte) ([]byte, bool) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || typ != protowire.BytesType {
+			return nil, false
+		}
+		b = b[n:]
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return nil, false
+		}
+		b = b[n:]
+		// As protobuf-go: strings must be UTF-8, an empty raw value is
+		// nil, and the last occurrence of a field wins.
+		switch num {
+		case fieldHeaderKey:
+			if !utf8.Valid(v) {
+				return nil, false
+			}
+			h.Key = ""
+			if len(v) > 0 {
+				start := len(keys)
+				keys = append(keys, v...)
+				h.Key = unsafe.String(&keys[start], len(v))
+			}
+		case fieldHeaderValue:
+			if !utf8.Valid(v) {
+				return nil, false
+			}
+			h.Value = string(v)
+		case fieldHeaderRawValue:
+			h.RawValue = append([]byte(nil), v...)
+		default:
+			return nil, false
+		}
+	}
+	return keys, true
+}

@@ -1,0 +1,392 @@
+package extproc
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+func TestRequestFieldNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		got  protowire.Number
+		msg  proto.Message
+	}{
+		{"request_headers", fieldReqRequestHeaders, &extprocv3.ProcessingRequest{}},
+		{"response_headers", fieldReqResponseHeaders, &extprocv3.ProcessingRequest{}},
+		{"request_body", fieldReqRequestBody, &extprocv3.ProcessingRequest{}},
+		{"response_body", fieldReqResponseBody, &extprocv3.ProcessingRequest{}},
+		{"request_trailers", fieldReqRequestTrailers, &extprocv3.ProcessingRequest{}},
+		{"response_trailers", fieldReqResponseTrailers, &extprocv3.ProcessingRequest{}},
+		{"observability_mode", fieldReqObservability, &extprocv3.ProcessingRequest{}},
+		{"protocol_config", fieldReqProtocolConfig, &extprocv3.ProcessingRequest{}},
+		{"headers", fieldHTTPHeadersMap, &extprocv3.HttpHeaders{}},
+		{"end_of_stream", fieldHTTPHeadersEOS, &extprocv3.HttpHeaders{}},
+		{"body", fieldHTTPBodyBody, &extprocv3.HttpBody{}},
+		{"end_of_stream", fieldHTTPBodyEOS, &extprocv3.HttpBody{}},
+		{"end_of_stream_without_message", fieldHTTPBodyEOSNoMsg, &extprocv3.HttpBody{}},
+		{"grpc_message_compressed", fieldHTTPBodyCompressed, &extprocv3.HttpBody{}},
+		{"drain_complete", fieldHTTPBodyDrainDone, &extprocv3.HttpBody{}},
+		{"trailers", fieldHTTPTrailersMap, &extprocv3.HttpTrailers{}},
+		{"headers", fieldHeaderMapHeaders, &corev3.HeaderMap{}},
+		{"key", fieldHeaderKey, &corev3.HeaderValue{}},
+		{"value", fieldHeaderValue, &corev3.HeaderValue{}},
+		{"raw_value", fieldHeaderRawValue, &corev3.HeaderValue{}},
+		{"request_body_mode", fieldConfigRequestMode, &extprocv3.ProtocolConfiguration{}},
+		{"response_body_mode", fieldConfigResponseMode, &extprocv3.ProtocolConfiguration{}},
+		{"send_body_without_waiting_for_header_response", fieldConfigSendNoWaiting, &extprocv3.ProtocolConfiguration{}},
+	} {
+		d := tc.msg.ProtoReflect().Descriptor()
+		f := d.Fields().ByName(protoreflect.Name(tc.name))
+		if f == nil || f.Number() != tc.got {
+			t.Errorf("%s.%s: got field number %d, want the descriptor's (%v)", d.FullName(), tc.name, tc.got, f)
+		}
+	}
+}
+
+// TestRequestFieldsKnown: the hand decoder reads every field of the
+// messages it decodes but the ones it leaves to protobuf-go on purpose.
+// A field that a newer go-control-plane adds fails here, to be decoded
+// or listed: decoded by protobuf-go, it would make the hand decoder
+// useless for messages that carry it, and nothing else would say so.
+func TestRequestFieldsKnown(t *testing.T) {
+	handled := map[protoreflect.FullName]map[protowire.Number]bool{
+		"envoy.service.ext_proc.v3.ProcessingRequest": {
+			fieldReqRequestHeaders: true, fieldReqResponseHeaders: true, fieldReqRequestBody: true,
+			fieldReqResponseBody: true, fieldReqRequestTrailers: true, fieldReqResponseTrailers: true,
+			fieldReqObservability: true, fieldReqProtocolConfig: true,
+			8:  false, // metadata_context: Envoy sends it only when the filter config asks
+			9:  false, // attributes: likewise (response_attributes)
+			12: false, // flow_control_init: Envoy's flow-controlled streaming, not used
+			13: false, // client_window_update: likewise
+		},
+		"envoy.service.ext_proc.v3.HttpHeaders": {fieldHTTPHeadersMap: true, fieldHTTPHeadersEOS: true,
+			2: false, // attributes: deprecated, Envoy sends them on the ProcessingRequest
+		},
+		"envoy.service.ext_proc.v3.HttpBody": {fieldHTTPBodyBody: true, fieldHTTPBodyEOS: true,
+			fieldHTTPBodyEOSNoMsg: true, fieldHTTPBodyCompressed: true, fieldHTTPBodyDrainDone: true},
+		"envoy.service.ext_proc.v3.HttpTrailers":          {fieldHTTPTrailersMap: true},
+		"envoy.config.core.v3.HeaderMap":                  {fieldHeaderMapHeaders: true},
+		"envoy.config.core.v3.HeaderValue":                {fieldHeaderKey: true, fieldHeaderValue: true, fieldHeaderRawValue: true},
+		"envoy.service.ext_proc.v3.ProtocolConfiguration": {fieldConfigRequestMode: true, fieldConfigResponseMode: true, fieldConfigSendNoWaiting: true},
+	}
+	for _, m := range []proto.Message{&extprocv3.ProcessingRequest{}, &extprocv3.HttpHeaders{}, &extprocv3.HttpBody{},
+		&extprocv3.HttpTrailers{}, &corev3.HeaderMap{}, &corev3.HeaderValue{}, &extprocv3.ProtocolConfiguration{}} {
+		d := m.ProtoReflect().Descriptor()
+		fields := d.Fields()
+		for i := range fields.Len() {
+			f := fields.Get(i)
+			if _, ok := handled[d.FullName()][f.Number()]; !ok {
+				t.Errorf("%s.%s (%d): a field the hand decoder neither reads nor leaves to protobuf-go on purpose", d.FullName(), f.Name(), f.Number())
+			}
+		}
+	}
+}
+
+// sameDecode decodes b by hand and with proto.Unmarshal, into messages
+// that start as start makes them, and says how the two differ.
+// proto.Equal does not tell a nil byte slice from an empty one, so the
+// raw values' and the body's are compared too.
+func sameDecode(b []byte, start func(*extprocv3.ProcessingRequest)) error {
+	got, want := &extprocv3.ProcessingRequest{}, &extprocv3.ProcessingRequest{}
+	if start != nil {
+		start(got)
+		start(want)
+	}
+	gotErr, wantErr := decodeRequest(b, got), proto.Unmarshal(b, want)
+	switch {
+	case (gotErr == nil) != (wantErr == nil):
+		return fmt.Errorf("got error %v, want %v", gotErr, wantErr)
+	case wantErr != nil:
+		return nil
+	case !proto.Equal(got, want):
+		return fmt.Errorf("got\n%s\nwant\n%s", prototext.Format(got), prototext.Format(want))
+	}
+	maps := func(m *extprocv3.ProcessingRequest) []*corev3.HeaderMap {
+		return []*corev3.HeaderMap{m.GetRequestHeaders().GetHeaders(), m.GetResponseHeaders().GetHeaders(),
+			m.GetRequestTrailers().GetTrailers(), m.GetResponseTrailers().GetTrailers()}
+	}
+	wm := maps(want)
+	for i, gm := range maps(got) {
+		for j, h := range gm.GetHeaders() {
+			if w := wm[i].GetHeaders()[j].RawValue; (h.RawValue == nil) != (w == nil) {
+				return fmt.Errorf("header %d of map %d: got raw value %#v, want %#v", j, i, h.RawValue, w)
+			}
+		}
+	}
+	for _, pair := range [][2]*extprocv3.HttpBody{{got.GetRequestBody(), want.GetRequestBody()}, {got.GetResponseBody(), want.GetResponseBody()}} {
+		if g, w := pair[0].GetBody(), pair[1].GetBody(); (g == nil) != (w == nil) {
+			return fmt.Errorf("got body %#v, want %#v", g, w)
+		}
+	}
+	return nil
+}
+
+// Wire-building helpers for the cases proto.Marshal cannot write: a
+// field repeated, present but empty, of the wrong type, or unknown.
+func wireBytes(b []byte, num protowire.Number, v []byte) []byte {
+	return protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), v)
+}
+
+func wireVarint(b []byte, num protowire.Number, v uint64) []byte {
+	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.VarintType), v)
+}
+
+func wireHeaderValue(fields ...[]byte) []byte { return bytes.Join(fields, nil) }
+
+func mustMarshal(t testing.TB, m proto.Message) []byte {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// requestWireCases are encodings of Envoy's messages, and of what Envoy
+// does not send, with whether the hand decoder decodes them itself.
+func requestWireCases(t testing.TB) []struct {
+	name string
+	b    []byte
+	fast bool
+} {
+	kv := func(k, v string) []byte {
+		return wireHeaderValue(wireBytes(nil, fieldHeaderKey, []byte(k)), wireBytes(nil, fieldHeaderRawValue, []byte(v)))
+	}
+	headerMap := func(values ...[]byte) []byte {
+		var b []byte
+		for _, v := range values {
+			b = wireBytes(b, fieldHeaderMapHeaders, v)
+		}
+		return b
+	}
+	requestHeaders := func(hm []byte, rest ...[]byte) []byte {
+		h := wireBytes(nil, fieldHTTPHeadersMap, hm)
+		for _, r := range rest {
+			h = append(h, r...)
+		}
+		return wireBytes(nil, fieldReqRequestHeaders, h)
+	}
+	structAttrs := mustMarshal(t, &extprocv3.ProcessingRequest{
+		Attributes: map[string]*structpb.Struct{"envoy.filters.http.ext_proc": {Fields: map[string]*structpb.Value{
+			"response.code_details": structpb.NewStringValue("via_upstream")}}}})
+	cases := []struct {
+		name string
+		b    []byte
+		fast bool
+	}{
+		{"empty", nil, true},
+		{"request headers, raw values", requestHeaders(headerMap(kv(":path", "/v1/chat/completions"), kv("x-tenant-id", "t1"))), true},
+		{"request headers, end of stream", requestHeaders(headerMap(kv(":method", "GET")), wireVarint(nil, fieldHTTPHeadersEOS, 1)), true},
+		{"end of stream, a long varint", requestHeaders(headerMap(kv(":method", "GET")), wireVarint(nil, fieldHTTPHeadersEOS, 1<<60)), true},
+		{"end of stream, then not", requestHeaders(nil, wireVarint(nil, fieldHTTPHeadersEOS, 1), wireVarint(nil, fieldHTTPHeadersEOS, 0)), true},
+		{"header values as strings", requestHeaders(headerMap(wireHeaderValue(wireBytes(nil, fieldHeaderKey, []byte("a")), wireBytes(nil, fieldHeaderValue, []byte("b"))))), true},
+		{"a header present but empty", requestHeaders(headerMap(nil, kv("", ""))), true},
+		{"a raw value present but empty", requestHeaders(headerMap(wireHeaderValue(wireBytes(nil, fieldHeaderKey, []byte("k")), wireBytes(nil, fieldHeaderRawValue, nil)))), true},
+		{"a key repeated: the last wins", requestHeaders(headerMap(wireHeaderValue(wireBytes(nil, fieldHeaderKey, []byte("first")), wireBytes(nil, fieldHeaderKey, []byte("second")), wireBytes(nil, fieldHeaderRawValue, []byte("v"))), kv("next", "w"))), true},
+		{"a key, then an empty one", requestHeaders(headerMap(wireHeaderValue(wireBytes(nil, fieldHeaderKey, []byte("k")), wireBytes(nil, fieldHeaderKey, nil)))), true},
+		{"a raw value, then an empty one", requestHeaders(headerMap(wireHeaderValue(wireBytes(nil, fieldHeaderRawValue, []byte("v")), wireBytes(nil, fieldHeaderRawValue, nil)))), true},
+		{"raw values are bytes, not UTF-8", requestHeaders(headerMap(kv("k", "\xff\xfe"))), true},
+		{"an empty header map", requestHeaders(nil), true},
+		{"no header map", wireBytes(nil, fieldReqRequestHeaders, nil), true},
+		{"many headers", requestHeaders(headerMap(func() [][]byte {
+			var hs [][]byte
+			for i := range 200 {
+				hs = append(hs, kv(fmt.Sprintf("x-header-%d", i), fmt.Sprint(i)))
+			}
+			return hs
+		}()...)), true},
+		{"response headers", mustMarshal(t, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: &extprocv3.HttpHeaders{
+			Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{{Key: ":status", RawValue: []byte("200")}}}}}}), true},
+		{"request body", mustMarshal(t, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: []byte(`{"model":"m"}`), EndOfStream: true}}}), true},
+		{"response body, every flag", mustMarshal(t, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: &extprocv3.HttpBody{
+			Body: []byte("data: {}\n\n"), EndOfStream: true, EndOfStreamWithoutMessage: true, GrpcMessageCompressed: true, DrainComplete: true}}}), true},
+		{"a body present but empty", wireBytes(nil, fieldReqRequestBody, wireBytes(nil, fieldHTTPBodyBody, nil)), true},
+		{"a body repeated: the last wins", wireBytes(nil, fieldReqResponseBody, wireBytes(wireBytes(nil, fieldHTTPBodyBody, []byte("one")), fieldHTTPBodyBody, []byte("two"))), true},
+		{"a body, then an empty one", wireBytes(nil, fieldReqResponseBody, wireBytes(wireBytes(nil, fieldHTTPBodyBody, []byte("one")), fieldHTTPBodyBody, nil)), true},
+		{"request trailers", mustMarshal(t, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestTrailers{RequestTrailers: &extprocv3.HttpTrailers{
+			Trailers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{{Key: "x-checksum", RawValue: []byte("1")}}}}}}), true},
+		{"response trailers, empty", wireBytes(nil, fieldReqResponseTrailers, nil), true},
+		{"protocol config and observability mode", mustMarshal(t, &extprocv3.ProcessingRequest{
+			Request:           &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{}},
+			ObservabilityMode: true,
+			ProtocolConfig: &extprocv3.ProtocolConfiguration{RequestBodyMode: filterv3.ProcessingMode_BUFFERED,
+				ResponseBodyMode: filterv3.ProcessingMode_STREAMED, SendBodyWithoutWaitingForHeaderResponse: true}}), true},
+		{"body modes out of range", wireBytes(nil, fieldReqProtocolConfig, wireVarint(wireVarint(nil, fieldConfigRequestMode, 99), fieldConfigResponseMode, math.MaxUint64)), true},
+		{"a body mode past 32 bits", wireBytes(nil, fieldReqProtocolConfig, wireVarint(nil, fieldConfigRequestMode, 1<<33+1)), true},
+		{"observability mode, then not", wireVarint(wireVarint(nil, fieldReqObservability, 7), fieldReqObservability, 0), true},
+		{"protocol config after the headers", append(requestHeaders(headerMap(kv("a", "b"))), wireBytes(nil, fieldReqProtocolConfig, wireVarint(nil, fieldConfigRequestMode, 1))...), true},
+
+		// Left to protobuf-go, which decodes them as the fields they are,
+		// merges what it merges, keeps what it does not know, or fails.
+		{"attributes", append(requestHeaders(headerMap(kv(":status", "200"))), structAttrs...), false},
+		{"observability mode, then attributes", append(wireVarint(nil, fieldReqObservability, 1), structAttrs...), false},
+		{"metadata context", mustMarshal(t, &extprocv3.ProcessingRequest{MetadataContext: &corev3.Metadata{
+			FilterMetadata: map[string]*structpb.Struct{"f": {}}}}), false},
+		{"an unknown field", append(requestHeaders(nil), wireVarint(nil, 99, 1)...), false},
+		{"an unknown field in a header", requestHeaders(headerMap(append(kv("a", "b"), wireVarint(nil, 9, 1)...))), false},
+		{"an unknown field in a body", wireBytes(nil, fieldReqRequestBody, wireVarint(nil, 9, 1)), false},
+		{"headers twice: protobuf merges", append(requestHeaders(headerMap(kv("a", "1"))), requestHeaders(headerMap(kv("b", "2")))...), false},
+		{"headers, then a body: protobuf replaces", append(requestHeaders(headerMap(kv("a", "1"))), wireBytes(nil, fieldReqRequestBody, nil)...), false},
+		{"a header map twice: protobuf merges", wireBytes(nil, fieldReqRequestHeaders, wireBytes(wireBytes(nil, fieldHTTPHeadersMap, headerMap(kv("a", "1"))), fieldHTTPHeadersMap, headerMap(kv("b", "2")))), false},
+		{"trailers twice: protobuf merges", wireBytes(nil, fieldReqRequestTrailers, wireBytes(wireBytes(nil, fieldHTTPTrailersMap, headerMap(kv("a", "1"))), fieldHTTPTrailersMap, headerMap(kv("b", "2")))), false},
+		{"protocol config twice: protobuf merges", wireBytes(wireBytes(nil, fieldReqProtocolConfig, wireVarint(nil, fieldConfigRequestMode, 1)), fieldReqProtocolConfig, wireVarint(nil, fieldConfigResponseMode, 2)), false},
+		{"end of stream as bytes: protobuf keeps it unknown", requestHeaders(nil, wireBytes(nil, fieldHTTPHeadersEOS, []byte{1})), false},
+		{"a body as a varint", wireBytes(nil, fieldReqRequestBody, wireVarint(nil, fieldHTTPBodyBody, 1)), false},
+		{"a key as a varint", requestHeaders(headerMap(wireVarint(nil, fieldHeaderKey, 1))), false},
+		{"headers as a varint", wireVarint(nil, fieldReqRequestHeaders, 1), false},
+		{"a group", protowire.AppendTag(nil, fieldReqRequestHeaders, protowire.StartGroupType), false},
+		{"field number zero", wireVarint(nil, 0, 1), false},
+		{"an invalid key", requestHeaders(headerMap(kv("\xff", "v"))), false},
+		{"an invalid string value", requestHeaders(headerMap(wireHeaderValue(wireBytes(nil, fieldHeaderKey, []byte("k")), wireBytes(nil, fieldHeaderValue, []byte("\xc3"))))), false},
+		{"a length past the end", []byte{byte(fieldReqRequestBody)<<3 | byte(protowire.BytesType), 10, 1}, false},
+		{"a varint that never ends", append([]byte{byte(fieldReqObservability) << 3}, bytes.Repeat([]byte{0xff}, 11)...), false},
+	}
+	for _, tenant := range []string{"t1"} {
+		for i, b := range lifecycleMessages(t, tenant) {
+			cases = append(cases, struct {
+				name string
+				b    []byte
+				fast bool
+			}{fmt.Sprintf("lifecycle message %d", i), b, true})
+		}
+	}
+	return cases
+}
+
+func TestDecodeRequest(t *testing.T) {
+	for _, tc := range requestWireCases(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := sameDecode(tc.b, nil); err != nil {
+				t.Fatal(err)
+			}
+			// grpc-go frees the message's buffer once it is decoded:
+			// what is decoded must not point into it.
+			b := bytes.Clone(tc.b)
+			var m extprocv3.ProcessingRequest
+			if got := decodeRequestFast(b, &m); got != tc.fast {
+				t.Errorf("decoded by hand: got %v, want %v", got, tc.fast)
+			}
+			if !tc.fast && proto.Size(&m) != 0 {
+				t.Errorf("left to protobuf-go, but the message holds %s", prototext.Format(&m))
+			}
+			want := &extprocv3.ProcessingRequest{}
+			if tc.fast && proto.Unmarshal(tc.b, want) == nil {
+				for i := range b {
+					b[i] = 'X'
+				}
+				if !proto.Equal(&m, want) {
+					t.Errorf("after the buffer was overwritten, got\n%s\nwant\n%s", prototext.Format(&m), prototext.Format(want))
+				}
+			}
+		})
+	}
+}
+
+// TestDecodeRequestCut: every message of the cases, cut short at every
+// byte, decodes as protobuf-go decodes it, or fails as it fails.
+func TestDecodeRequestCut(t *testing.T) {
+	for _, tc := range requestWireCases(t) {
+		for n := range len(tc.b) {
+			if err := sameDecode(tc.b[:n], nil); err != nil {
+				t.Fatalf("%s, cut to %d of %d bytes: %v", tc.name, n, len(tc.b), err)
+			}
+		}
+	}
+}
+
+// TestDecodeRequestMerges: a message that already holds something is
+// merged into by protobuf-go, as proto.Unmarshal merges.
+func TestDecodeRequestMerges(t *testing.T) {
+	b := mustMarshal(t, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: []byte("x")}}})
+	start := func(m *extprocv3.ProcessingRequest) {
+		m.ProtocolConfig = &extprocv3.ProtocolConfiguration{RequestBodyMode: filterv3.ProcessingMode_BUFFERED}
+	}
+	if err := sameDecode(b, start); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDecodedKeys: the keys of a header map share one array; each is
+// still its own after the map is decoded, and the values are not in it.
+func TestDecodedKeys(t *testing.T) {
+	want := &corev3.HeaderMap{}
+	for i := range 50 {
+		want.Headers = append(want.Headers, &corev3.HeaderValue{Key: fmt.Sprintf("key-%d", i), RawValue: []byte(fmt.Sprintf("value-%d", i))})
+	}
+	got := decodeHeaderMap(mustMarshal(t, want))
+	if !proto.Equal(got, want) {
+		t.Fatalf("got\n%s\nwant\n%s", prototext.Format(got), prototext.Format(want))
+	}
+	// Appending to a value must not write over another value or a key.
+	for _, h := range got.Headers {
+		_ = append(h.RawValue, "overwritten"...)
+	}
+	if !proto.Equal(got, want) {
+		t.Fatalf("after appending to the values, got\n%s\nwant\n%s", prototext.Format(got), prototext.Format(want))
+	}
+}
+
+// TestRequestCodec: the codec decodes a ProcessingRequest however grpc-go
+// split its bytes, and hands every other message, and every reply, to
+// grpc-go's protobuf codec.
+func TestRequestCodec(t *testing.T) {
+	c := newRequestCodec()
+	if c.Name() != "proto" {
+		t.Errorf("got name %q, want proto", c.Name())
+	}
+	for i, b := range lifecycleMessages(t, "t1") {
+		want := &extprocv3.ProcessingRequest{}
+		if err := proto.Unmarshal(b, want); err != nil {
+			t.Fatal(err)
+		}
+		for _, at := range []int{0, 1, len(b) / 2, len(b)} {
+			got := &extprocv3.ProcessingRequest{}
+			if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b[:at]), mem.SliceBuffer(b[at:])}, got); err != nil {
+				t.Fatalf("message %d split at %d: %v", i, at, err)
+			}
+			if !proto.Equal(got, want) {
+				t.Fatalf("message %d split at %d: got\n%s\nwant\n%s", i, at, prototext.Format(got), prototext.Format(want))
+			}
+		}
+	}
+	hc := &healthpb.HealthCheckRequest{Service: "envoy.service.ext_proc.v3.ExternalProcessor"}
+	got := &healthpb.HealthCheckRequest{}
+	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(mustMarshal(t, hc))}, got); err != nil || !proto.Equal(got, hc) {
+		t.Errorf("health check request: got %v, %v, want %v", got, err, hc)
+	}
+	reply := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{}}}
+	out, err := c.Marshal(reply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.Materialize(), mustMarshal(t, reply); !bytes.Equal(got, want) {
+		t.Errorf("reply: got %x, want %x", got, want)
+	}
+	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer([]byte{0xff})}, &extprocv3.ProcessingRequest{}); err == nil {
+		t.Error("a malformed message: got no error")
+	}
+}
+
+func FuzzDecodeRequest(f *testing.F) {
+	for _, tc := range requestWireCases(f) {
+		f.Add(tc.b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if err := sameDecode(b, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
