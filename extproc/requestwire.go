@@ -64,12 +64,20 @@ func (c requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 
 // decodeRequest decodes b into m, as proto.Unmarshal does.
 func decodeRequest(b []byte, m *extprocv3.ProcessingRequest) error {
-	// proto.Unmarshal merges into what m holds; the hand decoder starts
-	// from nothing, which is what grpc-go's generated Recv passes.
-	if proto.Size(m) == 0 && decodeRequestFast(b, m) {
+	if fresh(m) && decodeRequestFast(b, m) {
 		return nil
 	}
 	return proto.Unmarshal(b, m)
+}
+
+// fresh reports whether m is a new message, as grpc-go's generated Recv
+// passes: the hand decoder writes only the fields it decodes, where
+// proto.Unmarshal resets the message first. (TestRequestFieldsKnown
+// fails when go-control-plane adds a field this does not look at.)
+func fresh(m *extprocv3.ProcessingRequest) bool {
+	return m.Request == nil && m.MetadataContext == nil && m.Attributes == nil && !m.ObservabilityMode &&
+		m.ProtocolConfig == nil && m.FlowControlInit == nil && m.ClientWindowUpdate == nil &&
+		len(m.ProtoReflect().GetUnknown()) == 0
 }
 
 // decodeRequestFast decodes b into the empty m and reports whether it
@@ -316,13 +324,15 @@ func decodeProtocolConfig(b []byte) (*extprocv3.ProtocolConfiguration, bool) {
 }
 
 // decodeHeaderMap decodes a HeaderMap, its headers in one array and
-// their keys in another, however many there are. A first pass counts
-// the headers and their keys' bytes, so that each array is allocated
-// once, at its size. The keys point into theirs: bytes appended after a
-// key never change it, and nothing keeps a key beyond the message. Each value is a copy of its own, as protobuf-go
-// makes it: a stream keeps some of them (its path, its identity) to its
-// end, and they must not hold every other header with them. nil means
-// protobuf-go decodes the message.
+// their keys in another, however many there are. A first pass checks
+// every header as protobuf-go would and counts them and their keys'
+// bytes: so nothing is allocated for a map that is left to protobuf-go,
+// and each array is allocated once, at its size. The keys point into
+// theirs: bytes appended after a key never change it, and nothing keeps
+// a key beyond the message. Each value is a copy of its own, as
+// protobuf-go makes it: a stream keeps some of them (its path, its
+// identity) to its end, and they must not hold every other header with
+// them. nil means protobuf-go decodes the message.
 func decodeHeaderMap(b []byte) *corev3.HeaderMap {
 	count, keyBytes := 0, 0
 	for rest := b; len(rest) > 0; count++ {
@@ -336,7 +346,11 @@ func decodeHeaderMap(b []byte) *corev3.HeaderMap {
 			return nil
 		}
 		rest = rest[n:]
-		keyBytes += keyLen(v)
+		k, ok := checkHeaderValue(v)
+		if !ok {
+			return nil
+		}
+		keyBytes += k
 	}
 	m := &corev3.HeaderMap{}
 	if count == 0 {
@@ -350,59 +364,56 @@ func decodeHeaderMap(b []byte) *corev3.HeaderMap {
 		b = b[n:]
 		v, n := protowire.ConsumeBytes(b)
 		b = b[n:]
-		var ok bool
-		if keys, ok = decodeHeaderValue(v, &values[i], keys); !ok {
-			return nil
-		}
+		keys = decodeHeaderValue(v, &values[i], keys)
 		m.Headers[i] = &values[i]
 	}
 	return m
 }
 
-// keyLen is the bytes of an encoded HeaderValue's keys (one, unless
-// the encoding repeats it), or fewer where the encoding is one that
-// decodeHeaderValue leaves to protobuf-go.
-func keyLen(b []byte) int {
-	k := 0
+// checkHeaderValue reports whether decodeHeaderValue decodes an encoded
+// HeaderValue as protobuf-go would, and the bytes of its keys (one,
+// unless the encoding repeats it). Its strings must be UTF-8, as
+// protobuf-go requires of a proto3 string.
+func checkHeaderValue(b []byte) (keyBytes int, ok bool) {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 || typ != protowire.BytesType {
-			return 0
+			return 0, false
 		}
 		b = b[n:]
 		v, n := protowire.ConsumeBytes(b)
 		if n < 0 {
-			return 0
+			return 0, false
 		}
 		b = b[n:]
-		if num == fieldHeaderKey {
-			k += len(v)
-		}
-	}
-	return k
-}
-
-// decodeHeaderValue decodes a HeaderValue into h, its key appended to
-// keys, and returns keys; false means protobuf-go decodes the message.
-func decodeHeaderValue(b []byte, h *corev3.HeaderValue, keys []byte) ([]byte, bool) {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || typ != protowire.BytesType {
-			return nil, false
-		}
-		b = b[n:]
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return nil, false
-		}
-		b = b[n:]
-		// As protobuf-go: strings must be UTF-8, an empty raw value is
-		// nil, and the last occurrence of a field wins.
 		switch num {
 		case fieldHeaderKey:
+			keyBytes += len(v)
+			fallthrough
+		case fieldHeaderValue:
 			if !utf8.Valid(v) {
-				return nil, false
+				return 0, false
 			}
+		case fieldHeaderRawValue:
+		default:
+			return 0, false
+		}
+	}
+	return keyBytes, true
+}
+
+// decodeHeaderValue decodes a HeaderValue that checkHeaderValue passed
+// into h, its key appended to keys, and returns keys. As protobuf-go
+// does, it leaves an empty raw value nil, and the last occurrence of a
+// field wins.
+func decodeHeaderValue(b []byte, h *corev3.HeaderValue, keys []byte) []byte {
+	for len(b) > 0 {
+		num, _, n := protowire.ConsumeTag(b)
+		b = b[n:]
+		v, n := protowire.ConsumeBytes(b)
+		b = b[n:]
+		switch num {
+		case fieldHeaderKey:
 			h.Key = ""
 			if len(v) > 0 {
 				start := len(keys)
@@ -410,15 +421,10 @@ func decodeHeaderValue(b []byte, h *corev3.HeaderValue, keys []byte) ([]byte, bo
 				h.Key = unsafe.String(&keys[start], len(v))
 			}
 		case fieldHeaderValue:
-			if !utf8.Valid(v) {
-				return nil, false
-			}
 			h.Value = string(v)
 		case fieldHeaderRawValue:
 			h.RawValue = append([]byte(nil), v...)
-		default:
-			return nil, false
 		}
 	}
-	return keys, true
+	return keys
 }

@@ -325,6 +325,13 @@ func GRPCServerOptions() []grpc.ServerOption {
 // other message to grpc-go's protobuf codec). Create the grpc.Server
 // that hosts srv with them (and any of your own), then [Register] srv on
 // it.
+//
+// The codec is forced (grpc.ForceServerCodecV2): it answers every call
+// to the server, whatever its content-subtype. A host serving services
+// of its own beside this one through a codec it registered for another
+// subtype should serve them from a grpc.Server of their own; a host's
+// own forced codec, passed after these options, replaces this one, and
+// tokenwarden then decodes with it.
 func (s *Server) ServerOptions() []grpc.ServerOption {
 	return append(GRPCServerOptions(),
 		grpc.ChainStreamInterceptor(s.recoverStream),
