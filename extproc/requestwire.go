@@ -17,10 +17,11 @@ import (
 // Envoy's messages are decoded here, by hand, rather than by
 // protobuf-go's table-driven decoder. That decoder sets a oneof through
 // reflection, allocates every header as three objects (the message, its
-// key, its value) and grows the header slice as it goes; for the ten
-// messages of a streamed chat completion it ran more instructions than
-// anything tokenwarden itself does, and spread them over more code than
-// the instruction cache holds between one message and the next.
+// key, its value), grows the header slice as it goes, and allocates each
+// message nested in another on its own; for the ten messages of a
+// streamed chat completion it ran more instructions than anything
+// tokenwarden itself does, and spread them over more code than the
+// instruction cache holds between one message and the next.
 //
 // The hand decoder covers what Envoy sends on every stream: headers,
 // bodies and trailers, end_of_stream, observability_mode and
@@ -30,7 +31,7 @@ import (
 // type other than the field's, invalid UTF-8 in a string, any malformed
 // byte — is decoded by protobuf-go from the start. So the result is
 // always the message protobuf-go would decode, or its error;
-// FuzzDecodeRequest holds the two to that.
+// FuzzDecodeRequest and TestDecodeRequestCut hold the two to that.
 
 // requestCodec is the gRPC codec of a server hosting tokenwarden
 // ([Server.ServerOptions]): it decodes a ProcessingRequest with
@@ -120,7 +121,7 @@ const (
 
 func decodeProcessingRequest(b []byte, m *extprocv3.ProcessingRequest) bool {
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := consumeTag(b)
 		if n < 0 {
 			return false
 		}
@@ -137,7 +138,7 @@ func decodeProcessingRequest(b []byte, m *extprocv3.ProcessingRequest) bool {
 		if typ != protowire.BytesType {
 			return false
 		}
-		v, n := protowire.ConsumeBytes(b)
+		v, n := consumeBytes(b)
 		if n < 0 {
 			return false
 		}
@@ -155,37 +156,88 @@ func decodeProcessingRequest(b []byte, m *extprocv3.ProcessingRequest) bool {
 		if m.Request != nil {
 			return false // protobuf would merge the two, or replace one
 		}
+		// Each oneof member is allocated in one piece with the message it
+		// wraps (and a header map with its headers'): they live and die
+		// together.
+		var ok bool
 		switch num {
-		case fieldReqRequestHeaders, fieldReqResponseHeaders:
-			h := decodeHTTPHeaders(v)
-			if h == nil {
+		case fieldReqRequestHeaders:
+			a := new(withHeaders[extprocv3.ProcessingRequest_RequestHeaders])
+			a.w.RequestHeaders, ok = &a.h, decodeHTTPHeaders(v, &a.h, &a.m)
+			m.Request = &a.w
+		case fieldReqResponseHeaders:
+			a := new(withHeaders[extprocv3.ProcessingRequest_ResponseHeaders])
+			a.w.ResponseHeaders, ok = &a.h, decodeHTTPHeaders(v, &a.h, &a.m)
+			m.Request = &a.w
+		case fieldReqRequestBody:
+			a := new(withBody[extprocv3.ProcessingRequest_RequestBody])
+			a.w.RequestBody, ok = &a.b, decodeHTTPBody(v, &a.b)
+			m.Request = &a.w
+		case fieldReqResponseBody:
+			a := new(withBody[extprocv3.ProcessingRequest_ResponseBody])
+			a.w.ResponseBody, ok = &a.b, decodeHTTPBody(v, &a.b)
+			m.Request = &a.w
+		case fieldReqRequestTrailers:
+			a := new(withTrailers[extprocv3.ProcessingRequest_RequestTrailers])
+			a.w.RequestTrailers, ok = &a.t, decodeHTTPTrailers(v, &a.t, &a.m)
+			m.Request = &a.w
+		case fieldReqResponseTrailers:
+			a := new(withTrailers[extprocv3.ProcessingRequest_ResponseTrailers])
+			a.w.ResponseTrailers, ok = &a.t, decodeHTTPTrailers(v, &a.t, &a.m)
+			m.Request = &a.w
+		default:
+			return false
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// withHeaders, withBody and withTrailers are a oneof member of a
+// ProcessingRequest allocated with what it wraps.
+type withHeaders[W any] struct {
+	w W
+	h extprocv3.HttpHeaders
+	m corev3.HeaderMap
+}
+
+type withBody[W any] struct {
+	w W
+	b extprocv3.HttpBody
+}
+
+type withTrailers[W any] struct {
+	w W
+	t extprocv3.HttpTrailers
+	m corev3.HeaderMap
+}
+
+// decodeHTTPHeaders decodes an HttpHeaders into h, its header map into
+// hm; false means protobuf-go decodes the message.
+func decodeHTTPHeaders(b []byte, h *extprocv3.HttpHeaders, hm *corev3.HeaderMap) bool {
+	for len(b) > 0 {
+		num, typ, n := consumeTag(b)
+		if n < 0 {
+			return false
+		}
+		b = b[n:]
+		switch {
+		case num == fieldHTTPHeadersMap && typ == protowire.BytesType && h.Headers == nil:
+			v, n := consumeBytes(b)
+			if n < 0 || !decodeHeaderMap(v, hm) {
 				return false
 			}
-			if num == fieldReqRequestHeaders {
-				m.Request = &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: h}
-			} else {
-				m.Request = &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: h}
-			}
-		case fieldReqRequestBody, fieldReqResponseBody:
-			body := decodeHTTPBody(v)
-			if body == nil {
+			b = b[n:]
+			h.Headers = hm
+		case num == fieldHTTPHeadersEOS && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
 				return false
 			}
-			if num == fieldReqRequestBody {
-				m.Request = &extprocv3.ProcessingRequest_RequestBody{RequestBody: body}
-			} else {
-				m.Request = &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: body}
-			}
-		case fieldReqRequestTrailers, fieldReqResponseTrailers:
-			t := decodeHTTPTrailers(v)
-			if t == nil {
-				return false
-			}
-			if num == fieldReqRequestTrailers {
-				m.Request = &extprocv3.ProcessingRequest_RequestTrailers{RequestTrailers: t}
-			} else {
-				m.Request = &extprocv3.ProcessingRequest_ResponseTrailers{ResponseTrailers: t}
-			}
+			b = b[n:]
+			h.EndOfStream = v != 0
 		default:
 			return false
 		}
@@ -193,89 +245,51 @@ func decodeProcessingRequest(b []byte, m *extprocv3.ProcessingRequest) bool {
 	return true
 }
 
-// decodeHTTPHeaders decodes an HttpHeaders; nil means protobuf-go
-// decodes the message.
-func decodeHTTPHeaders(b []byte) *extprocv3.HttpHeaders {
-	h := &extprocv3.HttpHeaders{}
+// decodeHTTPTrailers decodes an HttpTrailers into t, its header map into
+// hm; false means protobuf-go decodes the message.
+func decodeHTTPTrailers(b []byte, t *extprocv3.HttpTrailers, hm *corev3.HeaderMap) bool {
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil
-		}
-		b = b[n:]
-		switch {
-		case num == fieldHTTPHeadersMap && typ == protowire.BytesType && h.Headers == nil:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return nil
-			}
-			b = b[n:]
-			if h.Headers = decodeHeaderMap(v); h.Headers == nil {
-				return nil
-			}
-		case num == fieldHTTPHeadersEOS && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return nil
-			}
-			b = b[n:]
-			h.EndOfStream = v != 0
-		default:
-			return nil
-		}
-	}
-	return h
-}
-
-// decodeHTTPTrailers decodes an HttpTrailers; nil means protobuf-go
-// decodes the message.
-func decodeHTTPTrailers(b []byte) *extprocv3.HttpTrailers {
-	t := &extprocv3.HttpTrailers{}
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := consumeTag(b)
 		if n < 0 || num != fieldHTTPTrailersMap || typ != protowire.BytesType || t.Trailers != nil {
-			return nil
+			return false
 		}
 		b = b[n:]
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return nil
+		v, n := consumeBytes(b)
+		if n < 0 || !decodeHeaderMap(v, hm) {
+			return false
 		}
 		b = b[n:]
-		if t.Trailers = decodeHeaderMap(v); t.Trailers == nil {
-			return nil
-		}
+		t.Trailers = hm
 	}
-	return t
+	return true
 }
 
-// decodeHTTPBody decodes an HttpBody; nil means protobuf-go decodes the
-// message.
-func decodeHTTPBody(b []byte) *extprocv3.HttpBody {
-	body := &extprocv3.HttpBody{}
+// decodeHTTPBody decodes an HttpBody into body; false means protobuf-go
+// decodes the message.
+func decodeHTTPBody(b []byte, body *extprocv3.HttpBody) bool {
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := consumeTag(b)
 		if n < 0 {
-			return nil
+			return false
 		}
 		b = b[n:]
 		if num == fieldHTTPBodyBody && typ == protowire.BytesType {
-			v, n := protowire.ConsumeBytes(b)
+			v, n := consumeBytes(b)
 			if n < 0 {
-				return nil
+				return false
 			}
 			b = b[n:]
 			// As protobuf-go: a copy, and nil for an empty body; the
 			// last occurrence wins.
-			body.Body = append([]byte(nil), v...)
+			body.Body = clone(v)
 			continue
 		}
 		if typ != protowire.VarintType {
-			return nil
+			return false
 		}
 		v, n := protowire.ConsumeVarint(b)
 		if n < 0 {
-			return nil
+			return false
 		}
 		b = b[n:]
 		switch num {
@@ -288,17 +302,45 @@ func decodeHTTPBody(b []byte) *extprocv3.HttpBody {
 		case fieldHTTPBodyDrainDone:
 			body.DrainComplete = v != 0
 		default:
-			return nil
+			return false
 		}
 	}
-	return body
+	return true
+}
+
+// clone copies b as protobuf-go copies a proto3 bytes field: nil when
+// empty. (make and copy, which the compiler turns into one allocation
+// that it does not clear first, rather than append's growslice.)
+func clone(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	c := make([]byte, len(b))
+	copy(c, b)
+	return c
+}
+
+// consumeTag and consumeBytes are protowire.ConsumeTag and ConsumeBytes,
+// inline for the one-byte tags and lengths of nearly every field here.
+func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
+	if len(b) > 0 && b[0] < 0x80 && b[0] >= 1<<3 {
+		return protowire.Number(b[0] >> 3), protowire.Type(b[0] & 7), 1
+	}
+	return protowire.ConsumeTag(b)
+}
+
+func consumeBytes(b []byte) ([]byte, int) {
+	if len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b) {
+		return b[1 : 1+b[0]], 1 + int(b[0])
+	}
+	return protowire.ConsumeBytes(b)
 }
 
 // decodeProtocolConfig decodes a ProtocolConfiguration.
 func decodeProtocolConfig(b []byte) (*extprocv3.ProtocolConfiguration, bool) {
 	c := &extprocv3.ProtocolConfiguration{}
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := consumeTag(b)
 		if n < 0 || typ != protowire.VarintType {
 			return nil, false
 		}
@@ -323,8 +365,9 @@ func decodeProtocolConfig(b []byte) (*extprocv3.ProtocolConfiguration, bool) {
 	return c, true
 }
 
-// decodeHeaderMap decodes a HeaderMap, its headers in one array and
-// their keys in another, however many there are. A first pass checks
+// decodeHeaderMap decodes a HeaderMap into m, its headers in one array,
+// the pointers to them in another and their keys in a third, however
+// many there are. A first pass checks
 // every header as protobuf-go would and counts them and their keys'
 // bytes: so nothing is allocated for a map that is left to protobuf-go,
 // and each array is allocated once, at its size. The keys point into
@@ -332,42 +375,41 @@ func decodeProtocolConfig(b []byte) (*extprocv3.ProtocolConfiguration, bool) {
 // a key beyond the message. Each value is a copy of its own, as
 // protobuf-go makes it: a stream keeps some of them (its path, its
 // identity) to its end, and they must not hold every other header with
-// them. nil means protobuf-go decodes the message.
-func decodeHeaderMap(b []byte) *corev3.HeaderMap {
+// them. false means protobuf-go decodes the message.
+func decodeHeaderMap(b []byte, m *corev3.HeaderMap) bool {
 	count, keyBytes := 0, 0
 	for rest := b; len(rest) > 0; count++ {
-		num, typ, n := protowire.ConsumeTag(rest)
+		num, typ, n := consumeTag(rest)
 		if n < 0 || num != fieldHeaderMapHeaders || typ != protowire.BytesType {
-			return nil
+			return false
 		}
 		rest = rest[n:]
-		v, n := protowire.ConsumeBytes(rest)
+		v, n := consumeBytes(rest)
 		if n < 0 {
-			return nil
+			return false
 		}
 		rest = rest[n:]
 		k, ok := checkHeaderValue(v)
 		if !ok {
-			return nil
+			return false
 		}
 		keyBytes += k
 	}
-	m := &corev3.HeaderMap{}
 	if count == 0 {
-		return m
+		return true
 	}
 	values := make([]corev3.HeaderValue, count)
 	m.Headers = make([]*corev3.HeaderValue, count)
 	keys := make([]byte, 0, keyBytes)
 	for i := range values {
-		_, _, n := protowire.ConsumeTag(b)
+		_, _, n := consumeTag(b)
 		b = b[n:]
-		v, n := protowire.ConsumeBytes(b)
+		v, n := consumeBytes(b)
 		b = b[n:]
 		keys = decodeHeaderValue(v, &values[i], keys)
 		m.Headers[i] = &values[i]
 	}
-	return m
+	return true
 }
 
 // checkHeaderValue reports whether decodeHeaderValue decodes an encoded
@@ -376,12 +418,12 @@ func decodeHeaderMap(b []byte) *corev3.HeaderMap {
 // protobuf-go requires of a proto3 string.
 func checkHeaderValue(b []byte) (keyBytes int, ok bool) {
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := consumeTag(b)
 		if n < 0 || typ != protowire.BytesType {
 			return 0, false
 		}
 		b = b[n:]
-		v, n := protowire.ConsumeBytes(b)
+		v, n := consumeBytes(b)
 		if n < 0 {
 			return 0, false
 		}
@@ -408,9 +450,9 @@ func checkHeaderValue(b []byte) (keyBytes int, ok bool) {
 // field wins.
 func decodeHeaderValue(b []byte, h *corev3.HeaderValue, keys []byte) []byte {
 	for len(b) > 0 {
-		num, _, n := protowire.ConsumeTag(b)
+		num, _, n := consumeTag(b)
 		b = b[n:]
-		v, n := protowire.ConsumeBytes(b)
+		v, n := consumeBytes(b)
 		b = b[n:]
 		switch num {
 		case fieldHeaderKey:
@@ -423,7 +465,7 @@ func decodeHeaderValue(b []byte, h *corev3.HeaderValue, keys []byte) []byte {
 		case fieldHeaderValue:
 			h.Value = string(v)
 		case fieldHeaderRawValue:
-			h.RawValue = append([]byte(nil), v...)
+			h.RawValue = clone(v)
 		}
 	}
 	return keys

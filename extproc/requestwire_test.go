@@ -388,7 +388,10 @@ func TestDecodedKeys(t *testing.T) {
 	for i := range 50 {
 		want.Headers = append(want.Headers, &corev3.HeaderValue{Key: fmt.Sprintf("key-%d", i), RawValue: []byte(fmt.Sprintf("value-%d", i))})
 	}
-	got := decodeHeaderMap(mustMarshal(t, want))
+	got := &corev3.HeaderMap{}
+	if !decodeHeaderMap(mustMarshal(t, want), got) {
+		t.Fatal("not decoded by hand")
+	}
 	if !proto.Equal(got, want) {
 		t.Fatalf("got\n%s\nwant\n%s", prototext.Format(got), prototext.Format(want))
 	}
@@ -451,4 +454,55 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestConsumeInline: consumeTag and consumeBytes answer as protowire's
+// functions do for every first two bytes, followed by nothing, by a
+// byte, or by a long enough field.
+func TestConsumeInline(t *testing.T) {
+	tail := bytes.Repeat([]byte{0x01}, 300)
+	for b0 := range 256 {
+		for b1 := range 257 {
+			in := []byte{byte(b0)}
+			if b1 < 256 {
+				in = append(in, byte(b1))
+			}
+			for _, b := range [][]byte{in, append(bytes.Clone(in), 0x01), append(bytes.Clone(in), tail...)} {
+				gn, gt, gl := consumeTag(b)
+				wn, wt, wl := protowire.ConsumeTag(b)
+				if gl != wl || (wl >= 0 && (gn != wn || gt != wt)) {
+					t.Fatalf("consumeTag(%x): got %d, %d, %d, want %d, %d, %d", b, gn, gt, gl, wn, wt, wl)
+				}
+				gv, gl := consumeBytes(b)
+				wv, wl := protowire.ConsumeBytes(b)
+				if gl != wl || !bytes.Equal(gv, wv) {
+					t.Fatalf("consumeBytes(%x): got %x, %d, want %x, %d", b, gv, gl, wv, wl)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkDecodeRequest decodes a lifecycle's ten messages by hand and
+// with protobuf-go.
+func BenchmarkDecodeRequest(b *testing.B) {
+	msgs := lifecycleMessages(b, "t1")
+	for _, tc := range []struct {
+		name   string
+		decode func([]byte, *extprocv3.ProcessingRequest) error
+	}{
+		{"hand", decodeRequest},
+		{"protobuf", func(b []byte, m *extprocv3.ProcessingRequest) error { return proto.Unmarshal(b, m) }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, msg := range msgs {
+					if err := tc.decode(msg, &extprocv3.ProcessingRequest{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
 }
