@@ -379,16 +379,11 @@ func decodeProtocolConfig(b []byte) (*extprocv3.ProtocolConfiguration, bool) {
 func decodeHeaderMap(b []byte, m *corev3.HeaderMap) bool {
 	count, keyBytes := 0, 0
 	for rest := b; len(rest) > 0; count++ {
-		num, typ, n := consumeTag(rest)
-		if n < 0 || num != fieldHeaderMapHeaders || typ != protowire.BytesType {
+		var num protowire.Number
+		var v []byte
+		if num, v, rest = nextBytes(rest); num != fieldHeaderMapHeaders {
 			return false
 		}
-		rest = rest[n:]
-		v, n := consumeBytes(rest)
-		if n < 0 {
-			return false
-		}
-		rest = rest[n:]
 		k, ok := checkHeaderValue(v)
 		if !ok {
 			return false
@@ -402,10 +397,8 @@ func decodeHeaderMap(b []byte, m *corev3.HeaderMap) bool {
 	m.Headers = make([]*corev3.HeaderValue, count)
 	keys := make([]byte, 0, keyBytes)
 	for i := range values {
-		_, _, n := consumeTag(b)
-		b = b[n:]
-		v, n := consumeBytes(b)
-		b = b[n:]
+		var v []byte
+		_, v, b = nextBytes(b)
 		keys = decodeHeaderValue(v, &values[i], keys)
 		m.Headers[i] = &values[i]
 	}
@@ -417,17 +410,13 @@ func decodeHeaderMap(b []byte, m *corev3.HeaderMap) bool {
 // unless the encoding repeats it). Its strings must be UTF-8, as
 // protobuf-go requires of a proto3 string.
 func checkHeaderValue(b []byte) (keyBytes int, ok bool) {
+	if key, _, ok := keyAndRawValue(b); ok {
+		return len(key), utf8.Valid(key)
+	}
 	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
-		if n < 0 || typ != protowire.BytesType {
-			return 0, false
-		}
-		b = b[n:]
-		v, n := consumeBytes(b)
-		if n < 0 {
-			return 0, false
-		}
-		b = b[n:]
+		var num protowire.Number
+		var v []byte
+		num, v, b = nextBytes(b)
 		switch num {
 		case fieldHeaderKey:
 			keyBytes += len(v)
@@ -449,11 +438,19 @@ func checkHeaderValue(b []byte) (keyBytes int, ok bool) {
 // does, it leaves an empty raw value nil, and the last occurrence of a
 // field wins.
 func decodeHeaderValue(b []byte, h *corev3.HeaderValue, keys []byte) []byte {
+	if key, raw, ok := keyAndRawValue(b); ok {
+		if len(key) > 0 {
+			start := len(keys)
+			keys = append(keys, key...)
+			h.Key = unsafe.String(&keys[start], len(key))
+		}
+		h.RawValue = clone(raw)
+		return keys
+	}
 	for len(b) > 0 {
-		num, _, n := consumeTag(b)
-		b = b[n:]
-		v, n := consumeBytes(b)
-		b = b[n:]
+		var num protowire.Number
+		var v []byte
+		num, v, b = nextBytes(b)
 		switch num {
 		case fieldHeaderKey:
 			h.Key = ""
@@ -469,4 +466,42 @@ func decodeHeaderValue(b []byte, h *corev3.HeaderValue, keys []byte) []byte {
 		}
 	}
 	return keys
+}
+
+// keyAndRawValue splits an encoded HeaderValue of the shape Envoy sends
+// nearly every header in: its key, then its raw value, each shorter than
+// 128 bytes. ok is false for any other shape, which is read field by
+// field. (The tags are replywire.go's.)
+func keyAndRawValue(b []byte) (key, raw []byte, ok bool) {
+	if len(b) < 4 || b[0] != tagHeaderKey || b[1] >= 0x80 {
+		return
+	}
+	k := 2 + int(b[1])
+	if k+2 > len(b) || b[k] != tagHeaderRawValue || b[k+1] >= 0x80 || int(b[k+1]) != len(b)-k-2 {
+		return
+	}
+	return b[2:k], b[k+2:], true
+}
+
+// nextBytes reads the length-delimited field b starts with: its number,
+// its value and the rest of b. The number is -1 when b does not start
+// with a length-delimited field whole. A one-byte tag and length, which
+// a header's fields nearly always have, are read inline.
+func nextBytes(b []byte) (num protowire.Number, v, rest []byte) {
+	if len(b) >= 2 && b[0] < 0x80 && b[0]&7 == byte(protowire.BytesType) && b[0] >= 1<<3 && b[1] < 0x80 && int(b[1]) <= len(b)-2 {
+		return protowire.Number(b[0] >> 3), b[2 : 2+b[1]], b[2+b[1]:]
+	}
+	return nextBytesSlow(b)
+}
+
+func nextBytesSlow(b []byte) (protowire.Number, []byte, []byte) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 || typ != protowire.BytesType {
+		return -1, nil, nil
+	}
+	v, m := protowire.ConsumeBytes(b[n:])
+	if m < 0 {
+		return -1, nil, nil
+	}
+	return num, v, b[n+m:]
 }

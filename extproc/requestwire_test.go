@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -208,6 +209,11 @@ func requestWireCases(t testing.TB) []struct {
 			}
 			return hs
 		}()...)), true},
+		{"long keys and values", requestHeaders(headerMap(kv(strings.Repeat("k", 300), strings.Repeat("v", 70000)), kv("x", strings.Repeat("w", 128)))), true},
+		// A 199-byte key, its length two bytes (c7 01), whose last byte
+		// and the raw value's tag read as a shorter header's to a
+		// decoder that took c7 for the whole length.
+		{"a key that mimics a shorter header", requestHeaders(headerMap(kv(strings.Repeat("k", 198)+"\x1a", strings.Repeat("r", 25)))), true},
 		{"response headers", mustMarshal(t, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: &extprocv3.HttpHeaders{
 			Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{{Key: ":status", RawValue: []byte("200")}}}}}}), true},
 		{"request body", mustMarshal(t, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: []byte(`{"model":"m"}`), EndOfStream: true}}}), true},
