@@ -9,9 +9,11 @@ import (
 // release's encoding, the response headers' mutation, a settlement's
 // metadata) is written into buffers lent from a pool for the time
 // between building it and sending it, and given back once Process has
-// sent it. grpc-go encodes a message before SendMsg returns, into a
-// buffer of its own, and, its request tracing aside (below), reads
-// nothing of it after that.
+// sent it. grpc-go encodes a message before SendMsg returns, with the
+// server's codec, into a buffer of the codec's own (tokenwarden's codec
+// copies a reply written in wire form into one: codec.go), and, its
+// request tracing aside (below), reads nothing of the message after
+// that.
 //
 // Garbage collection, not tokenwarden's own code, was the largest part
 // of what a lifecycle cost beyond the do-nothing server: the collector's

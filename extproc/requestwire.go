@@ -7,9 +7,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"google.golang.org/grpc/encoding"
-	grpcproto "google.golang.org/grpc/encoding/proto"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
@@ -32,36 +29,6 @@ import (
 // byte — is decoded by protobuf-go from the start. So the result is
 // always the message protobuf-go would decode, or its error;
 // FuzzDecodeRequest and TestDecodeRequestCut hold the two to that.
-
-// requestCodec is the gRPC codec of a server hosting tokenwarden
-// ([Server.ServerOptions]): it decodes a ProcessingRequest with
-// decodeRequest, and leaves every other message, and every reply, to
-// grpc-go's own protobuf codec.
-type requestCodec struct {
-	proto encoding.CodecV2
-}
-
-func newRequestCodec() requestCodec {
-	return requestCodec{proto: encoding.GetCodecV2(grpcproto.Name)}
-}
-
-// Name is the proto codec's: the codec is what answers content-type
-// application/grpc and application/grpc+proto.
-func (c requestCodec) Name() string { return grpcproto.Name }
-
-func (c requestCodec) Marshal(v any) (mem.BufferSlice, error) { return c.proto.Marshal(v) }
-
-func (c requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	m, ok := v.(*extprocv3.ProcessingRequest)
-	if !ok {
-		return c.proto.Unmarshal(data, v)
-	}
-	// grpc-go materializes the message as its own codec does, and frees
-	// the buffer when decoding returns: everything decoded is a copy.
-	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
-	defer buf.Free()
-	return decodeRequest(buf.ReadOnlyData(), m)
-}
 
 // decodeRequest decodes b into m, as proto.Unmarshal does.
 func decodeRequest(b []byte, m *extprocv3.ProcessingRequest) error {

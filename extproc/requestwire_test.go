@@ -10,8 +10,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -407,47 +405,6 @@ func TestDecodedKeys(t *testing.T) {
 	}
 	if !proto.Equal(got, want) {
 		t.Fatalf("after appending to the values, got\n%s\nwant\n%s", prototext.Format(got), prototext.Format(want))
-	}
-}
-
-// TestRequestCodec: the codec decodes a ProcessingRequest however grpc-go
-// split its bytes, and hands every other message, and every reply, to
-// grpc-go's protobuf codec.
-func TestRequestCodec(t *testing.T) {
-	c := newRequestCodec()
-	if c.Name() != "proto" {
-		t.Errorf("got name %q, want proto", c.Name())
-	}
-	for i, b := range lifecycleMessages(t, "t1") {
-		want := &extprocv3.ProcessingRequest{}
-		if err := proto.Unmarshal(b, want); err != nil {
-			t.Fatal(err)
-		}
-		for _, at := range []int{0, 1, len(b) / 2, len(b)} {
-			got := &extprocv3.ProcessingRequest{}
-			if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b[:at]), mem.SliceBuffer(b[at:])}, got); err != nil {
-				t.Fatalf("message %d split at %d: %v", i, at, err)
-			}
-			if !proto.Equal(got, want) {
-				t.Fatalf("message %d split at %d: got\n%s\nwant\n%s", i, at, prototext.Format(got), prototext.Format(want))
-			}
-		}
-	}
-	hc := &healthpb.HealthCheckRequest{Service: "envoy.service.ext_proc.v3.ExternalProcessor"}
-	got := &healthpb.HealthCheckRequest{}
-	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(mustMarshal(t, hc))}, got); err != nil || !proto.Equal(got, hc) {
-		t.Errorf("health check request: got %v, %v, want %v", got, err, hc)
-	}
-	reply := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{}}}
-	out, err := c.Marshal(reply)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := out.Materialize(), mustMarshal(t, reply); !bytes.Equal(got, want) {
-		t.Errorf("reply: got %x, want %x", got, want)
-	}
-	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer([]byte{0xff})}, &extprocv3.ProcessingRequest{}); err == nil {
-		t.Error("a malformed message: got no error")
 	}
 }
 

@@ -321,8 +321,9 @@ func GRPCServerOptions() []grpc.ServerOption {
 
 // ServerOptions are GRPCServerOptions plus the interceptor that keeps a
 // panic in one stream from taking the process down, and the codec that
-// decodes Envoy's messages by hand (see requestwire.go; it leaves every
-// other message to grpc-go's protobuf codec). Create the grpc.Server
+// decodes Envoy's messages by hand and sends tokenwarden's replies
+// without encoding them again (see codec.go; it leaves every other
+// message to grpc-go's protobuf codec). Create the grpc.Server
 // that hosts srv with them (and any of your own), then [Register] srv on
 // it.
 //
@@ -335,7 +336,7 @@ func GRPCServerOptions() []grpc.ServerOption {
 func (s *Server) ServerOptions() []grpc.ServerOption {
 	return append(GRPCServerOptions(),
 		grpc.ChainStreamInterceptor(s.recoverStream),
-		grpc.ForceServerCodecV2(newRequestCodec()))
+		grpc.ForceServerCodecV2(newCodec()))
 }
 
 // Register registers srv's ExternalProcessor service on gs, which must
