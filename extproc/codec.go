@@ -53,7 +53,7 @@ func newCodec() codec {
 func (c codec) Name() string { return grpcproto.Name }
 
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
-	if r, ok := v.(*extprocv3.ProcessingResponse); ok {
+	if r, ok := v.(*extprocv3.ProcessingResponse); ok && r != nil {
 		if data, ok := c.shared[r]; ok {
 			return data, nil
 		}

@@ -106,6 +106,10 @@ func TestCodecEncodes(t *testing.T) {
 			t.Errorf("%s, sent again: got %x, %v, want %x", name, again.Materialize(), err, want)
 		}
 	}
+	// A nil reply is grpc-go's codec's to encode (as nothing).
+	if got, err := c.Marshal((*extprocv3.ProcessingResponse)(nil)); err != nil || got.Len() != 0 {
+		t.Errorf("a nil reply: got %d bytes, %v, want none", got.Len(), err)
+	}
 	if len(c.shared) != 13 {
 		t.Errorf("got %d shared replies encoded ahead, want 13", len(c.shared))
 	}
