@@ -9,6 +9,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // Envoy's messages are decoded here, by hand, rather than by
@@ -21,12 +22,13 @@ import (
 // instruction cache holds between one message and the next.
 //
 // The hand decoder covers what Envoy sends on every stream: headers,
-// bodies and trailers, end_of_stream, observability_mode and
-// protocol_config, each field at most once where protobuf would merge.
-// A message with anything else — attributes, metadata_context, a field
-// it does not know, a field repeated that protobuf would merge, a wire
-// type other than the field's, invalid UTF-8 in a string, any malformed
-// byte — is decoded by protobuf-go from the start. So the result is
+// bodies and trailers, end_of_stream, observability_mode,
+// protocol_config and scalar attributes (attributeswire.go), each field
+// at most once where protobuf would merge. A message with anything
+// else — metadata_context, an attribute that is a Struct or a list, a
+// field it does not know, a field repeated that protobuf would merge, a
+// wire type other than the field's, invalid UTF-8 in a string, any
+// malformed byte — is decoded by protobuf-go from the start. So the result is
 // always the message protobuf-go would decode, or its error;
 // FuzzDecodeRequest and TestDecodeRequestCut hold the two to that.
 
@@ -54,7 +56,7 @@ func decodeRequestFast(b []byte, m *extprocv3.ProcessingRequest) bool {
 	if decodeProcessingRequest(b, m) {
 		return true
 	}
-	m.Request, m.ObservabilityMode, m.ProtocolConfig = nil, false, nil
+	m.Request, m.ObservabilityMode, m.ProtocolConfig, m.Attributes = nil, false, nil, nil
 	return false
 }
 
@@ -116,6 +118,15 @@ func decodeProcessingRequest(b []byte, m *extprocv3.ProcessingRequest) bool {
 			}
 			var ok bool
 			if m.ProtocolConfig, ok = decodeProtocolConfig(v); !ok {
+				return false
+			}
+			continue
+		}
+		if num == fieldReqAttributes {
+			if m.Attributes == nil {
+				m.Attributes = map[string]*structpb.Struct{}
+			}
+			if !decodeAttributesEntry(v, m.Attributes) {
 				return false
 			}
 			continue

@@ -31,6 +31,12 @@ func TestRequestFieldNumbers(t *testing.T) {
 		{"response_trailers", fieldReqResponseTrailers, &extprocv3.ProcessingRequest{}},
 		{"observability_mode", fieldReqObservability, &extprocv3.ProcessingRequest{}},
 		{"protocol_config", fieldReqProtocolConfig, &extprocv3.ProcessingRequest{}},
+		{"attributes", fieldReqAttributes, &extprocv3.ProcessingRequest{}},
+		{"fields", fieldStructFields, &structpb.Struct{}},
+		{"null_value", fieldValueNull, &structpb.Value{}},
+		{"number_value", fieldValueNumber, &structpb.Value{}},
+		{"string_value", fieldValueString, &structpb.Value{}},
+		{"bool_value", fieldValueBool, &structpb.Value{}},
 		{"headers", fieldHTTPHeadersMap, &extprocv3.HttpHeaders{}},
 		{"end_of_stream", fieldHTTPHeadersEOS, &extprocv3.HttpHeaders{}},
 		{"body", fieldHTTPBodyBody, &extprocv3.HttpBody{}},
@@ -53,6 +59,10 @@ func TestRequestFieldNumbers(t *testing.T) {
 			t.Errorf("%s.%s: got field number %d, want the descriptor's (%v)", d.FullName(), tc.name, tc.got, f)
 		}
 	}
+	attrs := (&extprocv3.ProcessingRequest{}).ProtoReflect().Descriptor().Fields().ByNumber(fieldReqAttributes)
+	if k, v := attrs.MapKey().Number(), attrs.MapValue().Number(); k != fieldMapKey || v != fieldMapValue {
+		t.Errorf("a map entry's key and value: got fields %d and %d, want %d and %d", fieldMapKey, fieldMapValue, k, v)
+	}
 }
 
 // TestRequestFieldsKnown: the hand decoder reads every field of the
@@ -65,9 +75,8 @@ func TestRequestFieldsKnown(t *testing.T) {
 		"envoy.service.ext_proc.v3.ProcessingRequest": {
 			fieldReqRequestHeaders: true, fieldReqResponseHeaders: true, fieldReqRequestBody: true,
 			fieldReqResponseBody: true, fieldReqRequestTrailers: true, fieldReqResponseTrailers: true,
-			fieldReqObservability: true, fieldReqProtocolConfig: true,
+			fieldReqObservability: true, fieldReqProtocolConfig: true, fieldReqAttributes: true,
 			8:  false, // metadata_context: Envoy sends it only when the filter config asks
-			9:  false, // attributes: likewise (response_attributes)
 			12: false, // flow_control_init: Envoy's flow-controlled streaming, not used
 			13: false, // client_window_update: likewise
 		},
@@ -80,9 +89,15 @@ func TestRequestFieldsKnown(t *testing.T) {
 		"envoy.config.core.v3.HeaderMap":                  {fieldHeaderMapHeaders: true},
 		"envoy.config.core.v3.HeaderValue":                {fieldHeaderKey: true, fieldHeaderValue: true, fieldHeaderRawValue: true},
 		"envoy.service.ext_proc.v3.ProtocolConfiguration": {fieldConfigRequestMode: true, fieldConfigResponseMode: true, fieldConfigSendNoWaiting: true},
+		"google.protobuf.Struct":                          {fieldStructFields: true},
+		"google.protobuf.Value": {fieldValueNull: true, fieldValueNumber: true, fieldValueString: true, fieldValueBool: true,
+			5: false, // struct_value: no attribute Envoy sends is one
+			6: false, // list_value: likewise
+		},
 	}
 	for _, m := range []proto.Message{&extprocv3.ProcessingRequest{}, &extprocv3.HttpHeaders{}, &extprocv3.HttpBody{},
-		&extprocv3.HttpTrailers{}, &corev3.HeaderMap{}, &corev3.HeaderValue{}, &extprocv3.ProtocolConfiguration{}} {
+		&extprocv3.HttpTrailers{}, &corev3.HeaderMap{}, &corev3.HeaderValue{}, &extprocv3.ProtocolConfiguration{},
+		&structpb.Struct{}, &structpb.Value{}} {
 		d := m.ProtoReflect().Descriptor()
 		fields := d.Fields()
 		for i := range fields.Len() {
@@ -125,6 +140,18 @@ func sameDecode(b []byte, start func(*extprocv3.ProcessingRequest)) error {
 			}
 		}
 	}
+	// Nor a nil message in a map from an empty one.
+	for k, ws := range want.Attributes {
+		gs := got.Attributes[k]
+		if (gs == nil) != (ws == nil) {
+			return fmt.Errorf("attributes %q: got %v, want %v", k, gs, ws)
+		}
+		for f, wv := range ws.GetFields() {
+			if gv := gs.GetFields()[f]; (gv == nil) != (wv == nil) {
+				return fmt.Errorf("attributes %q, field %q: got %v, want %v", k, f, gv, wv)
+			}
+		}
+	}
 	for _, pair := range [][2]*extprocv3.HttpBody{{got.GetRequestBody(), want.GetRequestBody()}, {got.GetResponseBody(), want.GetResponseBody()}} {
 		if g, w := pair[0].GetBody(), pair[1].GetBody(); (g == nil) != (w == nil) {
 			return fmt.Errorf("got body %#v, want %#v", g, w)
@@ -144,6 +171,19 @@ func wireVarint(b []byte, num protowire.Number, v uint64) []byte {
 }
 
 func wireHeaderValue(fields ...[]byte) []byte { return bytes.Join(fields, nil) }
+
+// attrEntry is an attributes entry of a ProcessingRequest: name, and a
+// Struct whose encoding is fields. field is one of a Struct's fields,
+// stringValue a Value holding s.
+func attrEntry(name string, fields []byte) []byte {
+	return wireBytes(nil, fieldReqAttributes, wireBytes(wireBytes(nil, fieldMapKey, []byte(name)), fieldMapValue, fields))
+}
+
+func field(key string, value []byte) []byte {
+	return wireBytes(nil, fieldStructFields, wireBytes(wireBytes(nil, fieldMapKey, []byte(key)), fieldMapValue, value))
+}
+
+func stringValue(s string) []byte { return wireBytes(nil, fieldValueString, []byte(s)) }
 
 func mustMarshal(t testing.TB, m proto.Message) []byte {
 	t.Helper()
@@ -233,10 +273,46 @@ func requestWireCases(t testing.TB) []struct {
 		{"observability mode, then not", wireVarint(wireVarint(nil, fieldReqObservability, 7), fieldReqObservability, 0), true},
 		{"protocol config after the headers", append(requestHeaders(headerMap(kv("a", "b"))), wireBytes(nil, fieldReqProtocolConfig, wireVarint(nil, fieldConfigRequestMode, 1))...), true},
 
+		{"attributes of every scalar kind", mustMarshal(t, &extprocv3.ProcessingRequest{Attributes: map[string]*structpb.Struct{
+			"envoy.filters.http.ext_proc": {Fields: map[string]*structpb.Value{
+				"response.code_details": structpb.NewStringValue("via_upstream"), "response.code": structpb.NewNumberValue(200),
+				"upstream.tls": structpb.NewBoolValue(true), "x": structpb.NewNullValue(), "empty": structpb.NewStringValue(""),
+				"nan": structpb.NewNumberValue(math.NaN()), "-0": structpb.NewNumberValue(math.Copysign(0, -1)),
+				"inf": structpb.NewNumberValue(math.Inf(-1)), "nothing": {}}},
+			"other": {}}}), true},
+		{"an attribute's key repeated: the last entry wins", append(append(requestHeaders(nil), attrEntry("f", field("a", stringValue("1")))...),
+			attrEntry("f", field("b", stringValue("2")))...), true},
+		{"a field's key repeated: the last entry wins", attrEntry("f", append(field("a", stringValue("1")), field("a", stringValue("2"))...)), true},
+		{"an attributes entry without a key", wireBytes(nil, fieldReqAttributes, wireBytes(nil, fieldMapValue, field("a", nil))), true},
+		{"an attributes entry without a value", wireBytes(nil, fieldReqAttributes, wireBytes(nil, fieldMapKey, []byte("f"))), true},
+		{"an empty attributes entry", wireBytes(nil, fieldReqAttributes, nil), true},
+		{"a field without a value", attrEntry("f", wireBytes(nil, fieldStructFields, wireBytes(nil, fieldMapKey, []byte("a")))), true},
+		{"a null value past 32 bits", attrEntry("f", field("a", wireVarint(nil, fieldValueNull, 1<<40+3))), true},
+		{"a bool value of 2", attrEntry("f", field("a", wireVarint(nil, fieldValueBool, 2))), true},
+
 		// Left to protobuf-go, which decodes them as the fields they are,
 		// merges what it merges, keeps what it does not know, or fails.
-		{"attributes", append(requestHeaders(headerMap(kv(":status", "200"))), structAttrs...), false},
-		{"observability mode, then attributes", append(wireVarint(nil, fieldReqObservability, 1), structAttrs...), false},
+		{"attributes", append(requestHeaders(headerMap(kv(":status", "200"))), structAttrs...), true},
+		{"observability mode and attributes, then metadata", append(append(wireVarint(nil, fieldReqObservability, 1), structAttrs...),
+			wireBytes(nil, 8, nil)...), false},
+		{"an attribute that is a struct", mustMarshal(t, &extprocv3.ProcessingRequest{Attributes: map[string]*structpb.Struct{
+			"f": {Fields: map[string]*structpb.Value{"s": structpb.NewStructValue(&structpb.Struct{})}}}}), false},
+		{"an attribute that is a list", mustMarshal(t, &extprocv3.ProcessingRequest{Attributes: map[string]*structpb.Struct{
+			"f": {Fields: map[string]*structpb.Value{"l": structpb.NewListValue(&structpb.ListValue{})}}}}), false},
+		{"a value of two kinds: protobuf replaces", attrEntry("f", field("a", append(stringValue("1"), wireVarint(nil, fieldValueBool, 1)...))), false},
+		{"a number, then a string", attrEntry("f", field("a", append(protowire.AppendFixed64(protowire.AppendTag(nil, fieldValueNumber, protowire.Fixed64Type), 1), stringValue("x")...))), false},
+		{"a bool, then null", attrEntry("f", field("a", append(wireVarint(nil, fieldValueBool, 1), wireVarint(nil, fieldValueNull, 0)...))), false},
+		{"a value's kind repeated", attrEntry("f", field("a", append(stringValue("1"), stringValue("2")...))), false},
+		{"an attributes entry's key repeated", wireBytes(nil, fieldReqAttributes, wireBytes(wireBytes(nil, fieldMapKey, []byte("a")), fieldMapKey, []byte("b"))), false},
+		{"an attributes entry's value repeated: protobuf merges", wireBytes(nil, fieldReqAttributes, wireBytes(wireBytes(nil, fieldMapValue, field("a", nil)), fieldMapValue, field("b", nil))), false},
+		{"an unknown field in an attributes entry", wireBytes(nil, fieldReqAttributes, wireVarint(wireBytes(nil, fieldMapKey, []byte("a")), 3, 1)), false},
+		{"an unknown field in a struct", attrEntry("f", wireVarint(nil, 2, 1)), false},
+		{"an attribute's key not UTF-8", wireBytes(nil, fieldReqAttributes, wireBytes(nil, fieldMapKey, []byte{0xff})), false},
+		{"a field's key not UTF-8", attrEntry("f", wireBytes(nil, fieldStructFields, wireBytes(nil, fieldMapKey, []byte{0xc3}))), false},
+		{"a string value not UTF-8", attrEntry("f", field("a", wireBytes(nil, fieldValueString, []byte{0xff}))), false},
+		{"a number as a varint", attrEntry("f", field("a", wireVarint(nil, fieldValueNumber, 1))), false},
+		{"a number cut short", attrEntry("f", field("a", protowire.AppendTag(nil, fieldValueNumber, protowire.Fixed64Type))), false},
+		{"attributes as a varint", wireVarint(nil, fieldReqAttributes, 1), false},
 		{"metadata context", mustMarshal(t, &extprocv3.ProcessingRequest{MetadataContext: &corev3.Metadata{
 			FilterMetadata: map[string]*structpb.Struct{"f": {}}}}), false},
 		{"an unknown field", append(requestHeaders(nil), wireVarint(nil, 99, 1)...), false},
@@ -446,26 +522,41 @@ func TestConsumeInline(t *testing.T) {
 	}
 }
 
-// BenchmarkDecodeRequest decodes a lifecycle's ten messages by hand and
-// with protobuf-go.
+// BenchmarkDecodeRequest decodes a lifecycle's ten messages, and the
+// response headers with the attributes the shipped config asks for, by
+// hand and with protobuf-go.
 func BenchmarkDecodeRequest(b *testing.B) {
-	msgs := lifecycleMessages(b, "t1")
-	for _, tc := range []struct {
-		name   string
-		decode func([]byte, *extprocv3.ProcessingRequest) error
+	lifecycle := lifecycleMessages(b, "t1")
+	rh := &extprocv3.ProcessingRequest{}
+	if err := proto.Unmarshal(lifecycle[2], rh); err != nil {
+		b.Fatal(err)
+	}
+	rh.Attributes = map[string]*structpb.Struct{"envoy.filters.http.ext_proc": {Fields: map[string]*structpb.Value{
+		"response.code_details": structpb.NewStringValue("via_upstream")}}}
+	for _, in := range []struct {
+		name string
+		msgs [][]byte
 	}{
-		{"hand", decodeRequest},
-		{"protobuf", func(b []byte, m *extprocv3.ProcessingRequest) error { return proto.Unmarshal(b, m) }},
+		{"lifecycle", lifecycle},
+		{"attributes", [][]byte{mustMarshal(b, rh)}},
 	} {
-		b.Run(tc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				for _, msg := range msgs {
-					if err := tc.decode(msg, &extprocv3.ProcessingRequest{}); err != nil {
-						b.Fatal(err)
+		for _, tc := range []struct {
+			name   string
+			decode func([]byte, *extprocv3.ProcessingRequest) error
+		}{
+			{"hand", decodeRequest},
+			{"protobuf", func(b []byte, m *extprocv3.ProcessingRequest) error { return proto.Unmarshal(b, m) }},
+		} {
+			b.Run(in.name+"/"+tc.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					for _, msg := range in.msgs {
+						if err := tc.decode(msg, &extprocv3.ProcessingRequest{}); err != nil {
+							b.Fatal(err)
+						}
 					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
