@@ -42,11 +42,11 @@
 //
 // A server sits in front of every LLM call, so what it costs per message
 // matters as much as what it decides. The codec [Server.ServerOptions]
-// installs (codec.go) decodes Envoy's messages by hand (requestwire.go):
-// headers, bodies, trailers and protocol_config, in a few allocations
-// per message; anything else a message carries, and anything malformed,
-// is decoded by protobuf-go, so the result is always protobuf-go's. The
-// largest replies (the response headers', the release of an edited
+// installs (codec.go) decodes Envoy's messages by hand (requestwire.go,
+// attributeswire.go): headers, bodies, trailers, protocol_config and
+// scalar attributes, in a few allocations per message; anything else a
+// message carries, and anything malformed, is decoded by protobuf-go, so
+// the result is always protobuf-go's. The largest replies (the response headers', the release of an edited
 // body, dynamic metadata) are written in their wire form (replywire.go)
 // into buffers borrowed from a pool until the reply is sent (lend.go);
 // the codec sends those bytes as they are, and the replies that streams
