@@ -140,15 +140,23 @@ func sameDecode(b []byte, start func(*extprocv3.ProcessingRequest)) error {
 			}
 		}
 	}
-	// Nor a nil message in a map from an empty one.
+	// Nor a nil map, or a nil message in a map, from an empty one, nor
+	// -0 from 0 or one NaN from another.
+	if (got.Attributes == nil) != (want.Attributes == nil) {
+		return fmt.Errorf("got attributes %v, want %v", got.Attributes, want.Attributes)
+	}
 	for k, ws := range want.Attributes {
 		gs := got.Attributes[k]
-		if (gs == nil) != (ws == nil) {
-			return fmt.Errorf("attributes %q: got %v, want %v", k, gs, ws)
+		if (gs == nil) != (ws == nil) || (gs.GetFields() == nil) != (ws.GetFields() == nil) {
+			return fmt.Errorf("attributes %q: got %#v, want %#v", k, gs, ws)
 		}
 		for f, wv := range ws.GetFields() {
-			if gv := gs.GetFields()[f]; (gv == nil) != (wv == nil) {
+			gv := gs.GetFields()[f]
+			if (gv == nil) != (wv == nil) {
 				return fmt.Errorf("attributes %q, field %q: got %v, want %v", k, f, gv, wv)
+			}
+			if g, w := math.Float64bits(gv.GetNumberValue()), math.Float64bits(wv.GetNumberValue()); g != w {
+				return fmt.Errorf("attributes %q, field %q: got number bits %x, want %x", k, f, g, w)
 			}
 		}
 	}
@@ -287,6 +295,10 @@ func requestWireCases(t testing.TB) []struct {
 		{"an attributes entry without a value", wireBytes(nil, fieldReqAttributes, wireBytes(nil, fieldMapKey, []byte("f"))), true},
 		{"an empty attributes entry", wireBytes(nil, fieldReqAttributes, nil), true},
 		{"a field without a value", attrEntry("f", wireBytes(nil, fieldStructFields, wireBytes(nil, fieldMapKey, []byte("a")))), true},
+		{"a NaN with a payload, and -NaN", attrEntry("f", append(
+			field("a", protowire.AppendFixed64(protowire.AppendTag(nil, fieldValueNumber, protowire.Fixed64Type), 0x7ff0000000000001)),
+			field("b", protowire.AppendFixed64(protowire.AppendTag(nil, fieldValueNumber, protowire.Fixed64Type), 0xfff8000000000000))...)), true},
+		{"an empty struct", attrEntry("f", nil), true},
 		{"a null value past 32 bits", attrEntry("f", field("a", wireVarint(nil, fieldValueNull, 1<<40+3))), true},
 		{"a bool value of 2", attrEntry("f", field("a", wireVarint(nil, fieldValueBool, 2))), true},
 
