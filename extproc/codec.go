@@ -1,8 +1,6 @@
 package extproc
 
 import (
-	"bytes"
-
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
@@ -83,7 +81,7 @@ func wireOnly(r *extprocv3.ProcessingResponse) bool {
 // while grpc-go's writer may not have written it yet.
 func copied(b []byte) mem.BufferSlice {
 	if mem.IsBelowBufferPoolingThreshold(len(b)) {
-		return mem.BufferSlice{mem.SliceBuffer(bytes.Clone(b))}
+		return mem.BufferSlice{mem.SliceBuffer(clone(b))}
 	}
 	pool := mem.DefaultBufferPool()
 	buf := pool.Get(len(b))

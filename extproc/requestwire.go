@@ -227,16 +227,11 @@ func decodeHTTPHeaders(b []byte, h *extprocv3.HttpHeaders, hm *corev3.HeaderMap)
 // hm; false means protobuf-go decodes the message.
 func decodeHTTPTrailers(b []byte, t *extprocv3.HttpTrailers, hm *corev3.HeaderMap) bool {
 	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
-		if n < 0 || num != fieldHTTPTrailersMap || typ != protowire.BytesType || t.Trailers != nil {
+		var num protowire.Number
+		var v []byte
+		if num, v, b = nextBytes(b); num != fieldHTTPTrailersMap || t.Trailers != nil || !decodeHeaderMap(v, hm) {
 			return false
 		}
-		b = b[n:]
-		v, n := consumeBytes(b)
-		if n < 0 || !decodeHeaderMap(v, hm) {
-			return false
-		}
-		b = b[n:]
 		t.Trailers = hm
 	}
 	return true

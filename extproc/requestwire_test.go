@@ -507,9 +507,9 @@ func FuzzDecodeRequest(f *testing.F) {
 	})
 }
 
-// TestConsumeInline: consumeTag and consumeBytes answer as protowire's
-// functions do for every first two bytes, followed by nothing, by a
-// byte, or by a long enough field.
+// TestConsumeInline: consumeTag, consumeBytes and nextBytes answer as
+// protowire's functions do for every first two bytes, followed by
+// nothing, by a byte, or by a long enough field.
 func TestConsumeInline(t *testing.T) {
 	tail := bytes.Repeat([]byte{0x01}, 300)
 	for b0 := range 256 {
@@ -528,6 +528,11 @@ func TestConsumeInline(t *testing.T) {
 				wv, wl := protowire.ConsumeBytes(b)
 				if gl != wl || !bytes.Equal(gv, wv) {
 					t.Fatalf("consumeBytes(%x): got %x, %d, want %x, %d", b, gv, gl, wv, wl)
+				}
+				gn, gv, gr := nextBytes(b)
+				wn, wv, wr := nextBytesSlow(b)
+				if gn != wn || !bytes.Equal(gv, wv) || !bytes.Equal(gr, wr) || len(gr) != len(wr) {
+					t.Fatalf("nextBytes(%x): got %d, %x, %x, want %d, %x, %x", b, gn, gv, gr, wn, wv, wr)
 				}
 			}
 		}
