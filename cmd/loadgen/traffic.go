@@ -8,6 +8,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // chatBody is a typical chat request of about 2 KB: a system prompt and
@@ -106,9 +107,13 @@ func newTraffic(scenario string, tenants int) (*traffic, error) {
 	t.body = &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
 		RequestBody: &extprocv3.HttpBody{Body: []byte(chatBody), EndOfStream: true}}}
 	// OpenAI's own rate-limit headers come with every response; the
-	// router adds x-envoy-upstream-service-time.
-	t.response = &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
-		ResponseHeaders: &extprocv3.HttpHeaders{Headers: headerMap(
+	// router adds x-envoy-upstream-service-time. The shipped envoy.yaml
+	// asks for response_attributes: [response.code_details], so Envoy
+	// sends that attribute with them.
+	t.response = &extprocv3.ProcessingRequest{
+		Attributes: map[string]*structpb.Struct{"envoy.filters.http.ext_proc": {Fields: map[string]*structpb.Value{
+			"response.code_details": structpb.NewStringValue("via_upstream")}}},
+		Request: &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: &extprocv3.HttpHeaders{Headers: headerMap(
 			":status", "200", "content-type", ct, "date", "Thu, 01 Jan 2026 00:00:00 GMT",
 			"openai-organization", "org-loadgen", "openai-processing-ms", "212", "openai-version", "2020-10-01",
 			"x-ratelimit-limit-requests", "10000", "x-ratelimit-limit-tokens", "30000000",
