@@ -29,12 +29,13 @@ type child struct {
 	conn   *grpc.ClientConn
 	client extprocv3.ExternalProcessorClient
 
-	rounds  []round
-	latency *tally // the open-loop run
-	rate    float64
+	rounds  []round // closed loop
+	equal   []round // open loop, at the same rate for every child
+	latency *tally  // the open-loop run at a fraction of its own rate
+	rate    float64 // its closed-loop throughput
 }
 
-// round is one closed-loop measurement of a child.
+// round is one measurement of a child.
 type round struct {
 	t     *tally
 	cpu   time.Duration // the child's
@@ -42,6 +43,8 @@ type round struct {
 }
 
 func (r round) cpuPer() float64 { return float64(r.cpu.Microseconds()) / float64(r.t.n()) }
+
+func (r round) redisPer() float64 { return float64(r.redis.cpu.Microseconds()) / float64(r.t.n()) }
 
 // compare runs the comparison: each server in its own process, loaded
 // in turn, round after round, so that every ratio compares figures taken
@@ -53,6 +56,7 @@ func compare(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	workers := fs.Int("c", 32, "concurrent streams")
 	duration := fs.Duration("d", 5*time.Second, "length of each round's run per server")
 	rounds := fs.Int("rounds", 3, "rounds; each loads every server once, in turn")
+	equal := fs.Float64("equal", 0.8, "load of the equal-load rounds, as a fraction of the slowest server's closed-loop throughput (0: none)")
 	fraction := fs.Float64("fraction", 0.5, "load of the latency run, as a fraction of each server's measured throughput")
 	latencyFor := fs.Duration("latency-d", 5*time.Second, "length of the latency run per server")
 	redisURL := fs.String("redis", "", "Redis `URL` for the redis server (default: start a redis-server)")
@@ -72,8 +76,8 @@ func compare(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("unknown server %q in -servers (want noop, memory, redis)", k)
 		}
 	}
-	if *workers < 1 || *rounds < 1 || *duration <= 0 || *fraction <= 0 || *fraction > 1 {
-		return errors.New("-c, -rounds and -d must be positive, -fraction within (0, 1]")
+	if *workers < 1 || *rounds < 1 || *duration <= 0 || *fraction <= 0 || *fraction > 1 || *equal < 0 || *equal > 1 {
+		return errors.New("-c, -rounds and -d must be positive, -fraction within (0, 1], -equal within [0, 1]")
 	}
 	t, err := newTraffic(*scenario, *tenants)
 	if err != nil {
@@ -145,20 +149,45 @@ func compare(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	for i := range *rounds {
-		var line []string
-		for _, c := range children {
-			r, err := measure(ctx, c, rc, t, *workers, *duration)
-			if err != nil {
-				return err
-			}
-			c.rounds = append(c.rounds, r)
-			s := fmt.Sprintf("%s %.0f/s %.0f µs", c.kind, r.t.rate(), r.cpuPer())
-			if c.kind == "redis" {
-				s += fmt.Sprintf(" + Redis %.0f µs", float64(r.redis.cpu.Microseconds())/float64(r.t.n()))
-			}
-			line = append(line, s)
+		line, err := measureRound(ctx, children, rc, func(c *child) *tally {
+			return closedLoop(ctx, c.client, t, *workers, 0, *duration)
+		}, func(c *child, r round) { c.rounds = append(c.rounds, r) })
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(stdout, "round %d: %s\n", i+1, strings.Join(line, " | "))
+		fmt.Fprintf(stdout, "round %d: %s\n", i+1, line)
+	}
+	slowest := 0.0
+	for _, c := range children {
+		var lifecycles int
+		var elapsed time.Duration
+		for _, r := range c.rounds {
+			lifecycles += r.t.n()
+			elapsed += r.t.elapsed
+		}
+		c.rate = float64(lifecycles) / elapsed.Seconds()
+		if slowest == 0 || c.rate < slowest {
+			slowest = c.rate
+		}
+	}
+	// Closed loop, each server runs as fast as the client lets it, and a
+	// slower one is charged more per lifecycle for what a Go server
+	// spends per second rather than per lifecycle (the runtime's sysmon
+	// thread wakes every 20 µs while calls block in system calls; see
+	// BENCHMARKS.md, "At equal load"). Offered the same rate, open loop,
+	// every server does the same work in the same time.
+	equalRate := *equal * slowest
+	for i := range *rounds {
+		if equalRate == 0 {
+			break
+		}
+		line, err := measureRound(ctx, children, rc, func(c *child) *tally {
+			return openLoop(ctx, c.client, t, equalRate, *duration, 64**workers)
+		}, func(c *child, r round) { c.equal = append(c.equal, r) })
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "equal-load round %d (%.0f/s offered): %s\n", i+1, equalRate, line)
 	}
 
 	var minimal float64
@@ -168,24 +197,37 @@ func compare(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	for _, c := range children {
-		var lifecycles int
-		var elapsed time.Duration
-		for _, r := range c.rounds {
-			lifecycles += r.t.n()
-			elapsed += r.t.elapsed
-		}
-		c.rate = float64(lifecycles) / elapsed.Seconds()
 		c.latency = openLoop(ctx, c.client, t, *fraction*c.rate, *latencyFor, 64**workers)
 		if c.latency.firstErr != nil {
 			return fmt.Errorf("%s: latency run: %w", c.kind, c.latency.firstErr)
 		}
 	}
-	report(stdout, children, minimal, *fraction)
+	report(stdout, children, minimal, *fraction, equalRate)
 	return nil
 }
 
-// measure runs one closed-loop round against c.
-func measure(ctx context.Context, c *child, rc *redis.Client, t *traffic, workers int, d time.Duration) (round, error) {
+// measureRound measures every child in turn under load, hands each
+// round to keep, and returns the round's line of the log.
+func measureRound(ctx context.Context, children []*child, rc *redis.Client, load func(*child) *tally, keep func(*child, round)) (string, error) {
+	var line []string
+	for _, c := range children {
+		r, err := measure(ctx, c, rc, func() *tally { return load(c) })
+		if err != nil {
+			return "", err
+		}
+		keep(c, r)
+		s := fmt.Sprintf("%s %.0f/s %.0f µs", c.kind, r.t.rate(), r.cpuPer())
+		if c.kind == "redis" {
+			s += fmt.Sprintf(" + Redis %.0f µs", r.redisPer())
+		}
+		line = append(line, s)
+	}
+	return strings.Join(line, " | "), nil
+}
+
+// measure runs load against c and takes c's CPU time, and Redis's for a
+// redis child, over it.
+func measure(ctx context.Context, c *child, rc *redis.Client, load func() *tally) (round, error) {
 	var r round
 	var rs0 redisStats
 	var err error
@@ -198,7 +240,7 @@ func measure(ctx context.Context, c *child, rc *redis.Client, t *traffic, worker
 	if err != nil {
 		return r, err
 	}
-	r.t = closedLoop(ctx, c.client, t, workers, 0, d)
+	r.t = load()
 	cpu1, err := cpuTime(c.cmd.Process.Pid)
 	if err != nil {
 		return r, err
@@ -208,7 +250,7 @@ func measure(ctx context.Context, c *child, rc *redis.Client, t *traffic, worker
 		return r, fmt.Errorf("%s: %w (statuses %s)", c.kind, r.t.firstErr, r.t.statusLine())
 	}
 	if r.t.n() == 0 {
-		return r, fmt.Errorf("%s: no lifecycle completed in %v", c.kind, d)
+		return r, fmt.Errorf("%s: no lifecycle completed in %v", c.kind, r.t.elapsed)
 	}
 	if c.kind == "redis" {
 		rs1, err := readRedisStats(ctx, rc)
@@ -291,80 +333,4 @@ func (c *child) stop() {
 		_ = c.cmd.Process.Kill()
 		<-done
 	}
-}
-
-// report prints the comparison as markdown tables.
-func report(w io.Writer, children []*child, minimal, fraction float64) {
-	var noop *child
-	for _, c := range children {
-		if c.kind == "noop" {
-			noop = c
-		}
-	}
-	fmt.Fprintf(w, "\n| server | lifecycles/s | server CPU µs per lifecycle | × noop (per round) | Redis CPU µs per lifecycle |\n|---|---|---|---|---|\n")
-	for _, c := range children {
-		var cpus, ratios, redisCPU []float64
-		for i, r := range c.rounds {
-			cpus = append(cpus, r.cpuPer())
-			if noop != nil {
-				ratios = append(ratios, r.cpuPer()/noop.rounds[i].cpuPer())
-			}
-			if c.kind == "redis" {
-				redisCPU = append(redisCPU, float64(r.redis.cpu.Microseconds())/float64(r.t.n()))
-			}
-		}
-		ratio, redisCol := "", ""
-		if noop != nil {
-			ratio = span(ratios, "%.2f×")
-		}
-		if c.kind == "redis" {
-			redisCol = span(redisCPU, "%.0f")
-		}
-		fmt.Fprintf(w, "| %s | %.0f | %s | %s | %s |\n", c.kind, c.rate, span(cpus, "%.0f"), ratio, redisCol)
-	}
-	for _, c := range children {
-		if c.kind != "redis" {
-			continue
-		}
-		var total redisStats
-		var n int
-		for _, r := range c.rounds {
-			total.scriptCalls += r.redis.scriptCalls
-			total.scriptUsec += r.redis.scriptUsec
-			n += r.t.n()
-		}
-		fmt.Fprintf(w, "\nRedis scripts (INFO commandstats): tokenwarden %.2f calls per lifecycle, %.1f µs per call; minimal 3-key script %.1f µs per call: %.2f×\n",
-			float64(total.scriptCalls)/float64(n), total.usecPerCall(), minimal, total.usecPerCall()/minimal)
-	}
-	fmt.Fprintf(w, "\nLatency at %.0f%% of each server's throughput (open loop, Poisson arrivals; decision: request body sent → its reply):\n\n", 100*fraction)
-	fmt.Fprintf(w, "| server | offered/s | done/s | decision p50 | decision p99 | lifecycle p50 | lifecycle p99 | dropped |\n|---|---|---|---|---|---|---|---|\n")
-	for _, c := range children {
-		l := c.latency
-		fmt.Fprintf(w, "| %s | %.0f | %.0f | %v | %v | %v | %v | %d |\n", c.kind, fraction*c.rate, l.rate(),
-			micro(percentile(l.decisions, 50)), micro(percentile(l.decisions, 99)),
-			micro(percentile(l.totals, 50)), micro(percentile(l.totals, 99)), l.dropped)
-	}
-}
-
-// span renders the range of vs, "295–302" (one value alone).
-func span(vs []float64, format string) string {
-	if len(vs) == 0 {
-		return ""
-	}
-	lo, hi := slices.Min(vs), slices.Max(vs)
-	a, b := fmt.Sprintf(format, lo), fmt.Sprintf(format, hi)
-	if a == b {
-		return a
-	}
-	return a + "–" + b
-}
-
-func micro(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
-
-// cpuList describes a pin's CPUs for the report's header.
-func cpuList(cpus []int) string {
-	if len(cpus) == 0 {
-		return "any CPU (not pinned)"
-	}
-	return fmt.Sprintf("CPUs %v", cpus)
 }

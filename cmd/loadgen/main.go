@@ -6,7 +6,7 @@
 // config, and a 2 KB streamed OpenAI chat request whose answer comes in
 // seven SSE chunks.
 //
-//	loadgen compare [-servers noop,memory,redis] [-c 32] [-d 5s] [-rounds 3] [-fraction 0.5] [-redis URL] [-server-cpus LIST -client-cpus LIST]
+//	loadgen compare [-servers noop,memory,redis] [-c 32] [-d 5s] [-rounds 3] [-equal 0.8] [-fraction 0.5] [-redis URL] [-server-cpus LIST -client-cpus LIST]
 //
 // compare starts each server in a process of its own (this program with
 // "serve"): the do-nothing ext_proc server, the protocol floor; and
@@ -17,9 +17,13 @@
 // the do-nothing server's in the same round; for Redis, Redis's CPU time
 // per lifecycle and, from INFO commandstats, the time per call of
 // tokenwarden's scripts next to a minimal 3-key reservation script's.
-// Then it offers each server -fraction of its measured throughput, open
-// loop, and reports the decision latency (request body sent → its
-// reply) and the lifecycle latency at p50 and p99. -cpuprofile DIR
+// Then, as many rounds again, it offers every server the same rate, open
+// loop (-equal of the slowest server's throughput), and reports the same
+// figures: closed loop, a slower server is charged more per lifecycle
+// for what the Go runtime spends per second. Last, it offers each
+// server -fraction of its own throughput, open loop, and reports the
+// decision latency (request body sent → its reply) and the lifecycle
+// latency at p50 and p99. -cpuprofile DIR
 // writes each server's CPU profile. -server-cpus and -client-cpus pin the
 // servers and the load client (with a redis-server it starts) to CPUs of
 // their own, so that on a small machine a latency percentile measures

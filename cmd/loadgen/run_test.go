@@ -75,6 +75,10 @@ func TestCompare(t *testing.T) {
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^round 1: noop \d+/s \d+ µs \| memory \d+/s \d+ µs \| redis \d+/s \d+ µs \+ Redis \d+ µs$`),
 		regexp.MustCompile(`(?m)^round 2: `),
+		regexp.MustCompile(`(?m)^equal-load round 1 \(\d+/s offered\): noop \d+/s \d+ µs \| memory \d+/s \d+ µs \| redis \d+/s \d+ µs \+ Redis \d+ µs$`),
+		regexp.MustCompile(`(?m)^equal-load round 2 `),
+		regexp.MustCompile(`(?m)^\| noop \| \d+ \| [\d–]+ \| 1\.00× \|  \| \d+ \|$`),
+		regexp.MustCompile(`(?m)^\| redis \| \d+ \| [\d–]+ \| [\d.×–]+ \| [\d–]+ \| \d+ \|$`),
 		regexp.MustCompile(`(?m)^\| noop \| \d+ \| [\d–]+ \| 1\.00× \|  \|$`),
 		regexp.MustCompile(`(?m)^\| memory \| \d+ \| [\d–]+ \| [\d.×–]+ \|  \|$`),
 		regexp.MustCompile(`(?m)^\| redis \| \d+ \| [\d–]+ \| [\d.×–]+ \| [\d–]+ \|$`),
@@ -99,6 +103,8 @@ func TestFlagsAreChecked(t *testing.T) {
 		{"unknown scenario", []string{"-scenario", "grpc"}},
 		{"unknown server", []string{"compare", "-servers", "noop,envoy"}},
 		{"fraction above one", []string{"compare", "-fraction", "1.5"}},
+		{"equal load above one", []string{"compare", "-equal", "1.2"}},
+		{"negative equal load", []string{"compare", "-equal", "-0.5"}},
 		{"unknown store", []string{"serve", "-store", "disk"}},
 		{"redis without an address", []string{"serve", "-store", "redis"}},
 	} {
