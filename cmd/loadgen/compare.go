@@ -76,7 +76,8 @@ func compare(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("unknown server %q in -servers (want noop, memory, redis)", k)
 		}
 	}
-	if *workers < 1 || *rounds < 1 || *duration <= 0 || *fraction <= 0 || *fraction > 1 || *equal < 0 || *equal > 1 {
+	// Written so that NaN fails too.
+	if *workers < 1 || *rounds < 1 || *duration <= 0 || !(*fraction > 0 && *fraction <= 1) || !(*equal >= 0 && *equal <= 1) {
 		return errors.New("-c, -rounds and -d must be positive, -fraction within (0, 1], -equal within [0, 1]")
 	}
 	t, err := newTraffic(*scenario, *tenants)
@@ -170,19 +171,21 @@ func compare(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			slowest = c.rate
 		}
 	}
-	// Closed loop, each server runs as fast as the client lets it, and a
-	// slower one is charged more per lifecycle for what a Go server
-	// spends per second rather than per lifecycle (the runtime's sysmon
-	// thread wakes every 20 µs while calls block in system calls; see
+	// Closed loop, each server runs as fast as the client lets it, each
+	// at its own rate. A Go server's CPU time per lifecycle falls as its
+	// rate rises: more messages share each write and each wake-up, and
+	// some of what the runtime spends goes by the second (see
 	// BENCHMARKS.md, "At equal load"). Offered the same rate, open loop,
-	// every server does the same work in the same time.
+	// every server handles the same traffic.
 	equalRate := *equal * slowest
 	for i := range *rounds {
 		if equalRate == 0 {
 			break
 		}
 		line, err := measureRound(ctx, children, rc, func(c *child) *tally {
-			return openLoop(ctx, c.client, t, equalRate, *duration, 64**workers)
+			// The same arrivals for every server in a round, others
+			// in the next.
+			return openLoop(ctx, c.client, t, equalRate, *duration, 64**workers, uint64(i)+3)
 		}, func(c *child, r round) { c.equal = append(c.equal, r) })
 		if err != nil {
 			return err
@@ -197,7 +200,7 @@ func compare(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	for _, c := range children {
-		c.latency = openLoop(ctx, c.client, t, *fraction*c.rate, *latencyFor, 64**workers)
+		c.latency = openLoop(ctx, c.client, t, *fraction*c.rate, *latencyFor, 64**workers, 2)
 		if c.latency.firstErr != nil {
 			return fmt.Errorf("%s: latency run: %w", c.kind, c.latency.firstErr)
 		}
@@ -218,7 +221,10 @@ func measureRound(ctx context.Context, children []*child, rc *redis.Client, load
 		keep(c, r)
 		s := fmt.Sprintf("%s %.0f/s %.0f µs", c.kind, r.t.rate(), r.cpuPer())
 		if c.kind == "redis" {
-			s += fmt.Sprintf(" + Redis %.0f µs", r.redisPer())
+			s += fmt.Sprintf(" + Redis %.0f µs, %.1f calls a read", r.redisPer(), r.redis.callsPerRead())
+		}
+		if r.t.dropped > 0 {
+			s += fmt.Sprintf(" (%d arrivals dropped)", r.t.dropped)
 		}
 		line = append(line, s)
 	}

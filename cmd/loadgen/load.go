@@ -23,6 +23,10 @@ type tally struct {
 	firstErr  error
 	elapsed   time.Duration
 	dropped   int // open loop: arrivals not sent, too many in flight
+	// late is, open loop, how long after its arrival time each
+	// lifecycle started: a client that falls behind sends late, and in
+	// bursts, and the load is not the one asked for.
+	late []time.Duration
 }
 
 func newTally() *tally { return &tally{statuses: map[int]int{}} }
@@ -114,13 +118,14 @@ func closedLoop(ctx context.Context, client extprocv3.ExternalProcessorClient, t
 }
 
 // openLoop starts lifecycles at rate per second for d, at random
-// (Poisson) arrival times, whether or not earlier ones have finished —
-// as independent clients do — so that latency is measured at a known
-// load. An arrival that finds maxInFlight lifecycles running is dropped
-// and counted: the server is not keeping up.
-func openLoop(ctx context.Context, client extprocv3.ExternalProcessorClient, t *traffic, rate float64, d time.Duration, maxInFlight int) *tally {
+// (Poisson) arrival times drawn from seed, whether or not earlier ones
+// have finished — as independent clients do — so that latency is
+// measured at a known load. An arrival that finds maxInFlight
+// lifecycles running is dropped and counted: the server is not keeping
+// up.
+func openLoop(ctx context.Context, client extprocv3.ExternalProcessorClient, t *traffic, rate float64, d time.Duration, maxInFlight int, seed uint64) *tally {
 	res := newTally()
-	rng := rand.New(rand.NewPCG(1, 2))
+	rng := rand.New(rand.NewPCG(1, seed))
 	slots := make(chan struct{}, maxInFlight)
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -133,6 +138,7 @@ func openLoop(ctx context.Context, client extprocv3.ExternalProcessorClient, t *
 		if wait := time.Until(at); wait > 0 {
 			time.Sleep(wait)
 		}
+		res.late = append(res.late, time.Since(at))
 		select {
 		case slots <- struct{}{}:
 		default:

@@ -71,10 +71,22 @@ type redisStats struct {
 	// that runs a script (EVAL, EVALSHA, FCALL and their _RO forms).
 	scriptCalls int64
 	scriptUsec  int64
+	// reads is total_reads_processed (INFO stats): the reads Redis made
+	// on its clients' connections, a round trip's requests in each.
+	reads int64
+}
+
+// callsPerRead is how many script calls came in each read Redis made:
+// how many calls shared a round trip, on average.
+func (a redisStats) callsPerRead() float64 {
+	if a.reads == 0 {
+		return 0
+	}
+	return float64(a.scriptCalls) / float64(a.reads)
 }
 
 func (a redisStats) sub(b redisStats) redisStats {
-	return redisStats{cpu: a.cpu - b.cpu, scriptCalls: a.scriptCalls - b.scriptCalls, scriptUsec: a.scriptUsec - b.scriptUsec}
+	return redisStats{cpu: a.cpu - b.cpu, scriptCalls: a.scriptCalls - b.scriptCalls, scriptUsec: a.scriptUsec - b.scriptUsec, reads: a.reads - b.reads}
 }
 
 // usecPerCall is the mean time Redis spent in one script call.
@@ -86,7 +98,7 @@ func (a redisStats) usecPerCall() float64 {
 }
 
 func readRedisStats(ctx context.Context, c *redis.Client) (redisStats, error) {
-	info, err := c.Info(ctx, "cpu", "commandstats").Result()
+	info, err := c.Info(ctx, "cpu", "stats", "commandstats").Result()
 	if err != nil {
 		return redisStats{}, fmt.Errorf("redis INFO: %w", err)
 	}
@@ -122,6 +134,12 @@ func parseInfo(info string) (redisStats, error) {
 				sys = f
 			}
 			seenCPU++
+		case k == "total_reads_processed":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return s, fmt.Errorf("redis INFO %s: %w", k, err)
+			}
+			s.reads = n
 		case scriptCommands[k]:
 			// calls=12,usec=345,usec_per_call=28.75,...
 			for _, kv := range strings.Split(v, ",") {

@@ -10,23 +10,30 @@ import (
 // report prints the comparison as markdown tables.
 func report(w io.Writer, children []*child, minimal, fraction, equalRate float64) {
 	fmt.Fprintf(w, "\nClosed loop, each server as fast as the load client goes:\n\n")
-	fmt.Fprintf(w, "| server | lifecycles/s | server CPU µs per lifecycle | × noop (per round) | Redis CPU µs per lifecycle |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| server | lifecycles/s | server CPU µs per lifecycle | × noop (per round) | Redis CPU µs per lifecycle | calls a Redis read |\n|---|---|---|---|---|---|\n")
 	rows := cpuRows(children, func(c *child) []round { return c.rounds })
 	for i, c := range children {
 		fmt.Fprintf(w, "| %s | %.0f | %s |\n", c.kind, c.rate, rows[i])
 	}
 	if equalRate > 0 {
 		fmt.Fprintf(w, "\nAt equal load, %.0f lifecycles/s offered to each server (open loop, Poisson arrivals):\n\n", equalRate)
-		fmt.Fprintf(w, "| server | done/s | server CPU µs per lifecycle | × noop (per round) | Redis CPU µs per lifecycle | dropped |\n|---|---|---|---|---|---|\n")
+		fmt.Fprintf(w, "| server | done/s | server CPU µs per lifecycle | × noop (per round) | Redis CPU µs per lifecycle | calls a Redis read | arrivals sent late, p99 | dropped |\n|---|---|---|---|---|---|---|---|\n")
 		rows := cpuRows(children, func(c *child) []round { return c.equal })
+		anyDropped := false
 		for i, c := range children {
 			var done float64
 			var dropped int
+			var late []time.Duration
 			for _, r := range c.equal {
 				done += r.t.rate() / float64(len(c.equal))
 				dropped += r.t.dropped
+				late = append(late, r.t.late...)
 			}
-			fmt.Fprintf(w, "| %s | %.0f | %s | %d |\n", c.kind, done, rows[i], dropped)
+			anyDropped = anyDropped || dropped > 0
+			fmt.Fprintf(w, "| %s | %.0f | %s | %v | %d |\n", c.kind, done, rows[i], micro(percentile(late, 99)), dropped)
+		}
+		if anyDropped {
+			fmt.Fprintf(w, "\nA server that dropped arrivals did not keep up with the rate offered: its rounds are not at equal load, and their ratios do not compare.\n")
 		}
 	}
 	for _, c := range children {
@@ -78,8 +85,8 @@ func cpuList(cpus []int) string {
 
 // cpuRows renders, for each child, the columns its rounds (those of
 // which) give: the server's CPU time per lifecycle, its ratio to the
-// do-nothing server's in the same round, and Redis's CPU time per
-// lifecycle, joined by " | ".
+// do-nothing server's in the same round, Redis's CPU time per lifecycle
+// and the script calls in each of Redis's reads, joined by " | ".
 func cpuRows(children []*child, which func(*child) []round) []string {
 	var noop *child
 	for _, c := range children {
@@ -89,7 +96,7 @@ func cpuRows(children []*child, which func(*child) []round) []string {
 	}
 	var rows []string
 	for _, c := range children {
-		var cpus, ratios, redisCPU []float64
+		var cpus, ratios, redisCPU, perRead []float64
 		for i, r := range which(c) {
 			cpus = append(cpus, r.cpuPer())
 			if noop != nil {
@@ -97,16 +104,14 @@ func cpuRows(children []*child, which func(*child) []round) []string {
 			}
 			if c.kind == "redis" {
 				redisCPU = append(redisCPU, r.redisPer())
+				perRead = append(perRead, r.redis.callsPerRead())
 			}
 		}
-		ratio, redisCol := "", ""
+		ratio := ""
 		if noop != nil {
 			ratio = span(ratios, "%.2f×")
 		}
-		if c.kind == "redis" {
-			redisCol = span(redisCPU, "%.0f")
-		}
-		rows = append(rows, span(cpus, "%.0f")+" | "+ratio+" | "+redisCol)
+		rows = append(rows, span(cpus, "%.0f")+" | "+ratio+" | "+span(redisCPU, "%.0f")+" | "+span(perRead, "%.1f"))
 	}
 	return rows
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"math"
 	"net"
 	"os"
 	"regexp"
@@ -73,15 +74,15 @@ func TestCompare(t *testing.T) {
 	}
 	report := out.String()
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`(?m)^round 1: noop \d+/s \d+ µs \| memory \d+/s \d+ µs \| redis \d+/s \d+ µs \+ Redis \d+ µs$`),
+		regexp.MustCompile(`(?m)^round 1: noop \d+/s \d+ µs \| memory \d+/s \d+ µs \| redis \d+/s \d+ µs \+ Redis \d+ µs, [\d.]+ calls a read$`),
 		regexp.MustCompile(`(?m)^round 2: `),
-		regexp.MustCompile(`(?m)^equal-load round 1 \(\d+/s offered\): noop \d+/s \d+ µs \| memory \d+/s \d+ µs \| redis \d+/s \d+ µs \+ Redis \d+ µs$`),
+		regexp.MustCompile(`(?m)^\| noop \| \d+ \| [\d–]+ \| 1\.00× \|  \|  \|$`),
+		regexp.MustCompile(`(?m)^\| memory \| \d+ \| [\d–]+ \| [\d.×–]+ \|  \|  \|$`),
+		regexp.MustCompile(`(?m)^\| redis \| \d+ \| [\d–]+ \| [\d.×–]+ \| [\d–]+ \| [\d.–]+ \|$`),
+		regexp.MustCompile(`(?m)^equal-load round 1 \(\d+/s offered\): noop \d+/s \d+ µs \| memory \d+/s \d+ µs \| redis \d+/s \d+ µs \+ Redis \d+ µs, [\d.]+ calls a read`),
 		regexp.MustCompile(`(?m)^equal-load round 2 `),
-		regexp.MustCompile(`(?m)^\| noop \| \d+ \| [\d–]+ \| 1\.00× \|  \| \d+ \|$`),
-		regexp.MustCompile(`(?m)^\| redis \| \d+ \| [\d–]+ \| [\d.×–]+ \| [\d–]+ \| \d+ \|$`),
-		regexp.MustCompile(`(?m)^\| noop \| \d+ \| [\d–]+ \| 1\.00× \|  \|$`),
-		regexp.MustCompile(`(?m)^\| memory \| \d+ \| [\d–]+ \| [\d.×–]+ \|  \|$`),
-		regexp.MustCompile(`(?m)^\| redis \| \d+ \| [\d–]+ \| [\d.×–]+ \| [\d–]+ \|$`),
+		regexp.MustCompile(`(?m)^\| noop \| \d+ \| [\d–]+ \| 1\.00× \|  \|  \| [\dµm.s]+ \| \d+ \|$`),
+		regexp.MustCompile(`(?m)^\| redis \| \d+ \| [\d–]+ \| [\d.×–]+ \| [\d–]+ \| [\d.–]+ \| [\dµm.s]+ \| \d+ \|$`),
 		// Two calls, a reservation and a settlement, on a quiet machine;
 		// on a loaded one calls that timed out or were retried move the
 		// figure, so the test checks the report's shape, not the count.
@@ -91,6 +92,24 @@ func TestCompare(t *testing.T) {
 		if !want.MatchString(report) {
 			t.Errorf("report lacks %s:\n%s", want, report)
 		}
+	}
+	// The equal-load rounds offer every server 0.8 of the slowest one's
+	// closed-loop throughput.
+	closed := regexp.MustCompile(`(?m)^\| (noop|memory|redis) \| (\d+) \| [\d–]+ \| [\d.×–]+ \| [\d–]* \| [\d.–]* \|$`).FindAllStringSubmatch(report, -1)
+	if len(closed) != 3 {
+		t.Fatalf("closed-loop rows: got %d, want 3:\n%s", len(closed), report)
+	}
+	slowest := math.Inf(1)
+	for _, m := range closed {
+		r, _ := strconv.ParseFloat(m[2], 64)
+		slowest = min(slowest, r)
+	}
+	m := regexp.MustCompile(`At equal load, (\d+) lifecycles/s offered`).FindStringSubmatch(report)
+	if m == nil {
+		t.Fatalf("report lacks the equal-load rate:\n%s", report)
+	}
+	if offered, _ := strconv.ParseFloat(m[1], 64); math.Abs(offered-0.8*slowest) > 1 {
+		t.Errorf("equal-load rate: got %v, want 0.8 × %v", offered, slowest)
 	}
 }
 
@@ -103,8 +122,10 @@ func TestFlagsAreChecked(t *testing.T) {
 		{"unknown scenario", []string{"-scenario", "grpc"}},
 		{"unknown server", []string{"compare", "-servers", "noop,envoy"}},
 		{"fraction above one", []string{"compare", "-fraction", "1.5"}},
+		{"fraction NaN", []string{"compare", "-fraction", "NaN"}},
 		{"equal load above one", []string{"compare", "-equal", "1.2"}},
 		{"negative equal load", []string{"compare", "-equal", "-0.5"}},
+		{"equal load NaN", []string{"compare", "-equal", "NaN"}},
 		{"unknown store", []string{"serve", "-store", "disk"}},
 		{"redis without an address", []string{"serve", "-store", "redis"}},
 	} {
@@ -118,6 +139,7 @@ func TestFlagsAreChecked(t *testing.T) {
 
 func TestParseInfo(t *testing.T) {
 	info := "# CPU\r\nused_cpu_sys:1.500000\r\nused_cpu_user:2.250000\r\nused_cpu_sys_children:0.000000\r\n" +
+		"# Stats\r\ntotal_connections_received:4\r\ntotal_reads_processed:44\r\n" +
 		"# Commandstats\r\ncmdstat_get:calls=5,usec=10,usec_per_call=2.00,rejected_calls=0,failed_calls=0\r\n" +
 		"cmdstat_evalsha:calls=100,usec=3000,usec_per_call=30.00,rejected_calls=0,failed_calls=0\r\n" +
 		"cmdstat_fcall:calls=10,usec=500,usec_per_call=50.00,rejected_calls=0,failed_calls=0\r\n"
@@ -125,9 +147,12 @@ func TestParseInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := redisStats{cpu: 3750 * time.Millisecond, scriptCalls: 110, scriptUsec: 3500}
+	want := redisStats{cpu: 3750 * time.Millisecond, scriptCalls: 110, scriptUsec: 3500, reads: 44}
 	if got != want {
 		t.Errorf("got %+v, want %+v", got, want)
+	}
+	if got, want := want.callsPerRead(), 2.5; got != want {
+		t.Errorf("calls per read: got %v, want %v", got, want)
 	}
 	if _, err := parseInfo("# Commandstats\r\n"); err == nil {
 		t.Error("INFO without CPU figures: got no error")
