@@ -19,8 +19,9 @@
 // tokenwarden's scripts next to a minimal 3-key reservation script's.
 // Then, as many rounds again, it offers every server the same rate, open
 // loop (-equal of the slowest server's throughput), and reports the same
-// figures: closed loop, a slower server is charged more per lifecycle
-// for what the Go runtime spends per second. Last, it offers each
+// figures: a Go server's CPU time per lifecycle falls as its rate rises
+// (more messages share each system call and wake-up), so closed loop a
+// slower server is also charged for running slower. Last, it offers each
 // server -fraction of its own throughput, open loop, and reports the
 // decision latency (request body sent → its reply) and the lifecycle
 // latency at p50 and p99. -cpuprofile DIR
