@@ -111,6 +111,20 @@ func TestCompare(t *testing.T) {
 	if offered, _ := strconv.ParseFloat(m[1], 64); math.Abs(offered-0.8*slowest) > 1 {
 		t.Errorf("equal-load rate: got %v, want 0.8 × %v", offered, slowest)
 	}
+	// Measured, not left at zero: how late arrivals were sent (a sleep
+	// overshoots by far more than the microsecond shown), and how many
+	// calls came in each of Redis's reads (about one or more; the
+	// store's other commands, and INFO, take reads of their own).
+	row := regexp.MustCompile(`(?m)^\| redis \| \d+ \| [\d–]+ \| [\d.×–]+ \| [\d–]+ \| ([\d.–]+) \| ([\dµm.s]+) \| \d+ \|$`).FindStringSubmatch(report)
+	if row == nil {
+		t.Fatalf("report lacks the Redis store's equal-load row:\n%s", report)
+	}
+	if perRead, _ := strconv.ParseFloat(strings.Split(row[1], "–")[0], 64); perRead < 0.5 {
+		t.Errorf("equal-load calls a Redis read: got %s, want at least 0.5", row[1])
+	}
+	if row[2] == "0s" {
+		t.Errorf("equal-load arrivals sent late, p99: got %s, want more than nothing", row[2])
+	}
 }
 
 func TestFlagsAreChecked(t *testing.T) {
