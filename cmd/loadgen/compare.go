@@ -35,6 +35,10 @@ type child struct {
 	rate    float64 // its closed-loop throughput
 }
 
+// minEqualArrivals is the fewest lifecycles an equal-load round may
+// offer each server.
+const minEqualArrivals = 20
+
 // round is one measurement of a child.
 type round struct {
 	t     *tally
@@ -178,6 +182,11 @@ func compare(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// BENCHMARKS.md, "At equal load"). Offered the same rate, open loop,
 	// every server handles the same traffic.
 	equalRate := *equal * slowest
+	if arrivals := equalRate * duration.Seconds(); equalRate > 0 && arrivals < minEqualArrivals {
+		// A handful of lifecycles would measure the servers idling.
+		return fmt.Errorf("-equal %v offers %.1f lifecycles a round of %v (%.0f/s); at least %d are needed: raise -equal or -d",
+			*equal, arrivals, *duration, equalRate, minEqualArrivals)
+	}
 	for i := range *rounds {
 		if equalRate == 0 {
 			break

@@ -67,8 +67,12 @@ func TestLoadAgainstNoop(t *testing.T) {
 func TestCompare(t *testing.T) {
 	rs := redistest.Start(t)
 	var out bytes.Buffer
+	// 500 ms rounds: under the race detector, beside other packages'
+	// tests, the slowest server may complete only a few hundred
+	// lifecycles a second, and an equal-load round must offer at least
+	// minEqualArrivals.
 	err := run(t.Context(), []string{"compare", "-servers", "noop,memory,redis", "-redis", rs.URL(),
-		"-c", "4", "-d", "300ms", "-rounds", "2", "-latency-d", "300ms"}, &out, os.Stderr)
+		"-c", "4", "-d", "500ms", "-rounds", "2", "-latency-d", "300ms"}, &out, os.Stderr)
 	if err != nil {
 		t.Fatalf("compare: %v\n%s", err, out.String())
 	}
@@ -124,6 +128,17 @@ func TestCompare(t *testing.T) {
 	}
 	if row[2] == "0s" {
 		t.Errorf("equal-load arrivals sent late, p99: got %s, want more than nothing", row[2])
+	}
+}
+
+// TestEqualLoadTooLow: an equal-load rate that offers a round only a
+// handful of lifecycles is refused, naming the flag, rather than
+// reported as a measurement of servers that mostly idled.
+func TestEqualLoadTooLow(t *testing.T) {
+	err := run(t.Context(), []string{"compare", "-servers", "noop", "-c", "2", "-d", "200ms", "-rounds", "1",
+		"-latency-d", "100ms", "-equal", "0.000001"}, io.Discard, os.Stderr)
+	if err == nil || !strings.Contains(err.Error(), "-equal") {
+		t.Errorf("compare -equal 0.000001: got %v, want an error naming -equal", err)
 	}
 }
 
