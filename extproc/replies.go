@@ -106,8 +106,10 @@ func rejection(api llm.API, r *accounting.Reservation, extra []*corev3.HeaderVal
 	var msg string
 	code := "rate_limit_exceeded"
 	switch {
-	case t.Final && !t.NeverFits:
-		// A lifetime budget never frees: retrying cannot help.
+	case t.Final:
+		// A lifetime budget never frees: retrying cannot help, and a
+		// request larger than the whole budget is refused by the run's
+		// budget all the same.
 		msg, code = runOverMessage(t), "run_budget_exceeded"
 	case t.NeverFits:
 		msg = fmt.Sprintf("Request too large for limit %s on %s: it needs %s but the limit allows at most %s%s. Retrying will not help: reduce the input or the output cap.",

@@ -8,8 +8,9 @@ import (
 
 // runOverMessage is the message of a 429 from a lifetime budget (an
 // agent run's): it says whether the run is over — its wall-clock cap has
-// passed, or its budget is spent — or only this request does not fit in
-// what the run has left. Either way the reply carries x-should-retry:
+// passed, or its budget is spent —, this request is larger than the
+// run's whole budget, or only this request does not fit in what the run
+// has left. Either way the reply carries x-should-retry:
 // false, which the OpenAI and Anthropic SDKs honour, as no retry of the
 // same run can succeed.
 func runOverMessage(t *accounting.Trip) string {
@@ -19,6 +20,10 @@ func runOverMessage(t *accounting.Trip) string {
 	case t.Expired:
 		return fmt.Sprintf("Run budget %s: the run is over, its %s since its first request have passed. Retrying will not help: start a new run.",
 			l.Name, l.Window)
+	case t.NeverFits:
+		// Before what is left: a new run would not fit it either.
+		return fmt.Sprintf("Run budget %s on %s: this request needs %s but the run's whole budget is %s. Retrying will not help, nor will a new run: reduce the input or the output cap.",
+			l.Name, d, formatAmount(d, t.Requested), formatAmount(d, l.Limit))
 	case t.Remaining <= 0:
 		return fmt.Sprintf("Run budget %s: the run is over, it has spent its %s %s. Retrying will not help: start a new run.",
 			l.Name, formatAmount(d, l.Limit), d)

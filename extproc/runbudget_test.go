@@ -104,6 +104,21 @@ func TestRunBudgetSpend(t *testing.T) {
 	}
 }
 
+// TestRunBudgetRequestLargerThanBudget: a step that needs more than the
+// run's whole budget is refused as a run budget's refusal
+// (run_budget_exceeded, no retry), whose message says that no run could
+// take it; the run itself goes on.
+func TestRunBudgetRequestLargerThanBudget(t *testing.T) {
+	r := newRig(t, runLimits(50_000), withServer(func(o *extproc.Options) { o.Identity = runIdentity }))
+	ctx := t.Context()
+	// 10,000 output tokens of gpt-4o at the default $15/M: $0.15, three
+	// times the run's $0.05.
+	big := runStep("run-1", "gpt-4o")
+	big.Body = []byte(`{"model":"gpt-4o","max_tokens":10000,"messages":[{"role":"user","content":"next step"}]}`)
+	wantRunOver(t, r.envoy.Do(ctx, big, stepUpstream), "run-spend", "but the run's whole budget is 0.050000")
+	wantStatus(t, r.envoy.Do(ctx, runStep("run-1", "gpt-4o"), stepUpstream), 200)
+}
+
 // TestRunBudgetWallClock: a run is over once its max duration has
 // passed since its first step, on the store's clock, whatever it has
 // left.
