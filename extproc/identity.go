@@ -83,13 +83,7 @@ func (id *Identity) resolve(headerValue func(string) (string, bool), md *corev3.
 		} else if src.EnvoyAttribute != "" {
 			v, ok = scalarString(ea[attributesKey].GetFields()[src.EnvoyAttribute])
 		}
-		if ok && v == "" {
-			ok = false
-		}
-		if !ok && src.HasDefault {
-			v, ok = src.Default, true
-		}
-		if !ok {
+		if v, ok = src.orDefault(v, ok); !ok {
 			continue
 		}
 		if len(v) > MaxAttributeBytes {
@@ -103,6 +97,52 @@ func (id *Identity) resolve(headerValue func(string) (string, bool), md *corev3.
 		}
 	}
 	return attrs, nil
+}
+
+// orDefault is the value a request carries for src when its source gave
+// v (ok: it gave one): an empty value is none, and none is the default,
+// where src has one.
+func (src *AttributeSource) orDefault(v string, ok bool) (string, bool) {
+	if ok && v == "" {
+		ok = false
+	}
+	if !ok && src.HasDefault {
+		return src.Default, true
+	}
+	return v, ok
+}
+
+// WithDefaults returns the attributes of a request whose sources give
+// the values in given, as a request's are resolved: an identity
+// attribute given empty is not given, and one not given takes its
+// default where it has one. Attributes that are not identity attributes
+// (model, api) are kept as they are. It checks neither Required nor
+// lengths: it describes a request, for the usage API, and admits none.
+func (id *Identity) WithDefaults(given accounting.Attributes) accounting.Attributes {
+	out := make(accounting.Attributes, 0, len(given)+len(id.Attributes))
+	for _, a := range given {
+		if !id.has(a.Name) {
+			out = append(out, a)
+		}
+	}
+	for i := range id.Attributes {
+		src := &id.Attributes[i]
+		v, ok := given.Get(src.Name)
+		if v, ok = src.orDefault(v, ok); ok {
+			out = append(out, accounting.Attribute{Name: src.Name, Value: v})
+		}
+	}
+	return out
+}
+
+// has reports whether name is one of the identity's attributes.
+func (id *Identity) has(name string) bool {
+	for i := range id.Attributes {
+		if id.Attributes[i].Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func metadataValue(md *corev3.Metadata, src *MetadataSource) (string, bool) {

@@ -168,13 +168,17 @@ func (a *usageAPI) limits(w http.ResponseWriter, r *http.Request, c usageCall) {
 }
 
 // GET /v1/usage?tenant=acme&user=u1: every limit a request with these
-// attributes would be charged on, and its counter's state.
+// attributes would be charged on, and its counter's state. The request
+// is the one whose headers (and metadata) give these values: an
+// attribute not given takes its default, as the request's would, and the
+// answer lists the attributes it describes, defaults included.
 func (a *usageAPI) usage(w http.ResponseWriter, r *http.Request, c usageCall) {
-	attrs, err := queryAttributes(r, c)
+	given, err := queryAttributes(r, c)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
+	attrs := c.cfg.Server.Identity.WithDefaults(given)
 	usage, err := c.limiter.Usage(r.Context(), attrs)
 	if err != nil {
 		a.writeStoreError(w, err)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -707,5 +708,61 @@ limits:
 		path(one, "reserve_for.attribute") != "priority" || path(one, "reserve_for.value") != "interactive" ||
 		path(one, "reserve_for.share") != 0.3 || path(one, "reserve_for.others_limit") != 700.0 {
 		t.Errorf("got %d %s, want limit 1000, remaining 400, reserve_for priority=interactive 0.3, others_limit 700", rec.Code, rec.Body)
+	}
+}
+
+// TestUsageAPIAttributeDefaults: /v1/usage answers for the request the
+// query describes, as the demo's config resolves it: a request without
+// x-tier is tier free, so the free tier's limit is listed and the tier is
+// named among the attributes; an empty value is no value, as in a
+// request; a tier given explicitly is that tier.
+func TestUsageAPIAttributeDefaults(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "envoy", "demo", "tokenwarden.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memstore.New(memstore.Options{})
+	log := slog.New(slog.DiscardHandler)
+	_, limiter, err := newServer(cfg, store, log, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = limiter.Close(t.Context()) })
+	api := newUsageAPI(func() (*config.Config, *accounting.Limiter) { return cfg, limiter }, log, nil)
+	h := withUsageAPI(http.NotFoundHandler(), api)
+	tests := []struct {
+		query    string
+		tier     any // attributes.tier in the answer; nil: absent
+		wantFree bool
+	}{
+		{"tenant=acme", "free", true},
+		{"tenant=acme&tier=", "free", true},
+		{"tenant=acme&tier=pro", "pro", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			req := httptest.NewRequest("GET", "http://localhost:9090/v1/usage?"+tt.query, nil)
+			req.RemoteAddr = "127.0.0.1:40000"
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			var m map[string]any
+			if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil || rec.Code != 200 {
+				t.Fatalf("got %d %s, want 200 and JSON", rec.Code, rec.Body)
+			}
+			if got := path(m, "attributes.tier"); got != tt.tier {
+				t.Errorf("attributes.tier: got %v, want %v", got, tt.tier)
+			}
+			var names []string
+			for i := 0; path(m, "limits."+strconv.Itoa(i)) != nil; i++ {
+				names = append(names, path(m, "limits."+strconv.Itoa(i)+".name").(string))
+			}
+			if got := slices.Contains(names, "free-tenant-rpm"); got != tt.wantFree {
+				t.Errorf("limits %v: free-tenant-rpm listed %v, want %v", names, got, tt.wantFree)
+			}
+		})
 	}
 }
