@@ -50,6 +50,11 @@
 // refunded if its record is there, or else kept from ever applying by a
 // tombstone (see [Store.Release] and [Limiter.Reserve]).
 //
+// A call whose usage is known only long after its request ends (a message
+// batch, whose results are fetched days later) is reserved as any other,
+// and its reservation then becomes a hold (see hold.go), which a later
+// request settles once.
+//
 // # Counters and stores
 //
 // Each applicable limit becomes one [Counter]: a store key that encodes the

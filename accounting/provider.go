@@ -80,7 +80,7 @@ func (r *Reservation) HasProviderLimits() bool {
 // background, and given up with it (logged, and counted in
 // tokenwarden_settlements_total as lost).
 func (r *Reservation) SettleProvider(ctx context.Context, usage Usage, ps ProviderState) (bool, error) {
-	return r.settle(ctx, usage, &ps)
+	return r.settle(ctx, usage, &ps, false)
 }
 
 // providerExtra returns the extra charge ps asks of item it, which

@@ -28,12 +28,14 @@ func (r *Reservation) Settled() bool { return r.settled.Load() }
 // its data), nothing can be booked: Settle logs and counts that and
 // returns nil.
 func (r *Reservation) Settle(ctx context.Context, usage Usage) (bool, error) {
-	return r.settle(ctx, usage, nil)
+	return r.settle(ctx, usage, nil, false)
 }
 
 // settle is Settle, with the provider's corrections of ps when not nil
-// (see [Reservation.SettleProvider]).
-func (r *Reservation) settle(ctx context.Context, usage Usage, ps *ProviderState) (bool, error) {
+// (see [Reservation.SettleProvider]); with keep, every item but a lease
+// settles on what it reserved, whatever usage says (see
+// [Reservation.Hold]).
+func (r *Reservation) settle(ctx context.Context, usage Usage, ps *ProviderState, keep bool) (bool, error) {
 	if !r.settled.CompareAndSwap(false, true) {
 		return false, nil
 	}
@@ -54,9 +56,13 @@ func (r *Reservation) settle(ctx context.Context, usage Usage, ps *ProviderState
 		actual := it.amount
 		switch it.limit.Dimension {
 		case Tokens:
-			actual = usage.Total()
+			if !keep {
+				actual = usage.Total()
+			}
 		case Cost:
-			actual = cost
+			if !keep {
+				actual = cost
+			}
 		case Concurrent:
 			// The lease goes back.
 			actual = 0

@@ -136,6 +136,7 @@ func (s *Store) expireLocked(now int64) {
 			s.deleteRecordLocked(q.id)
 		}
 	}
+	s.expireHoldsLocked(now)
 	switch {
 	case s.head == len(s.queue):
 		s.queue, s.head = s.queue[:0], 0

@@ -38,6 +38,11 @@ type Store struct {
 	queue []queued
 	head  int
 	seq   uint64
+
+	// holds keeps the holds' data, and holdQueue their expiries (see
+	// holds.go).
+	holds     map[string]hold
+	holdQueue []queued
 }
 
 var _ accounting.Store = (*Store)(nil)

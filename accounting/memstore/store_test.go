@@ -62,6 +62,53 @@ func TestContract(t *testing.T) {
 	})
 }
 
+func TestHoldContract(t *testing.T) {
+	storetest.RunHolds(t, func(t *testing.T) storetest.Harness {
+		h, _, _ := newHarness(t)
+		return h
+	})
+}
+
+// TestExpiredHoldsAreDropped: a hold nobody takes leaves nothing behind
+// once its TTL has passed, and holds do not keep the reservations'
+// records from expiring.
+func TestExpiredHoldsAreDropped(t *testing.T) {
+	h, s, clock := newHarness(t)
+	c := accounting.Limit{Name: "held", Algorithm: accounting.FixedWindow, Limit: 1 << 40, Window: time.Hour}
+	for i := range 100 {
+		id := "hold-" + time.Duration(i).String()
+		if err := s.Hold(t.Context(), accounting.HoldRequest{ID: id, Counters: []accounting.Counter{c.Counter(nil)}, TTL: 2 * accounting.RecordTTL, Data: []byte("x")}); err != nil {
+			t.Fatalf("Hold: %v", err)
+		}
+		// A reservation written after the hold, never settled: its record
+		// falls due before the hold's.
+		if _, err := h.Store.Reserve(t.Context(), accounting.ReserveRequest{ID: "r" + id, Items: []accounting.ReserveItem{{Counter: c.Counter(nil), Amount: 1}}}); err != nil {
+			t.Fatalf("Reserve: %v", err)
+		}
+	}
+	clock.Advance(accounting.RecordTTL + time.Minute)
+	for range 100 {
+		_ = s.Ping(t.Context())
+		_, _ = s.TakeHold(t.Context(), "none")
+	}
+	s.mu.Lock()
+	records, holds := len(s.records), len(s.holds)
+	s.mu.Unlock()
+	if records != 100 || holds != 100 {
+		t.Fatalf("after the records' TTL: got %d records and %d holds, want 100 of each (the holds')", records, holds)
+	}
+	clock.Advance(accounting.RecordTTL)
+	for range 100 {
+		_, _ = s.TakeHold(t.Context(), "none")
+	}
+	s.mu.Lock()
+	records, holds = len(s.records), len(s.holds)
+	s.mu.Unlock()
+	if records != 0 || holds != 0 {
+		t.Errorf("after the holds' TTL: got %d records and %d holds, want none", records, holds)
+	}
+}
+
 // TestIdleEntriesAreDropped shows that memory tracks active callers and
 // requests in flight: a settled reservation leaves nothing behind, and
 // once thousands of one-off callers go idle (some of them never settling,

@@ -67,6 +67,13 @@
 // reservation leaves nothing behind: the settlement deletes its record,
 // whose absence is what makes a second settlement a no-op.
 //
+// A hold ([accounting.Holder]) is a record that counts for the hold's
+// TTL rather than RecordTTL: tw_hold writes it dated TTL − RecordTTL
+// ahead (in every slot of its counters on the sharded layout), so that
+// tw_settle settles it once as it settles any record. Its data is a key
+// of its own under [HoldKeyPrefix], written with SET NX and taken with
+// GETDEL.
+//
 // # Keys and memory
 //
 // A counter lives under its [accounting.CounterKey] (already unambiguous

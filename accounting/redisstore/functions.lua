@@ -476,7 +476,25 @@ local function peek(keys, args)
   return spack(FMT[2 * n] or fmt(2 * n), unpack(r, 1, 2 * n))
 end
 
+-- hold (tw_hold): KEYS are the records of a hold (one per slot its
+-- counters fall in), ARGV[2] its TTL (µs). Each is written as a
+-- reservation's record dated TTL - RECORD_TTL ahead, so that record()
+-- counts it, and tw_settle applies to it once, until the TTL has passed
+-- on the store's clock; PX reclaims it then on Redis's.
+local function hold(keys, args)
+  if not call then init() end
+  setclock(args[1])
+  local ttl = tonumber(args[2])
+  local rec = spack('<d', now + ttl - RECORD_TTL)
+  local ms = px(ttl)
+  for i = 1, #keys do
+    call('SET', keys[i], rec, 'PX', ms)
+  end
+  return 1
+end
+
 redis.register_function('tw_reserve_' .. V, reserve)
 redis.register_function('tw_settle_' .. V, settle_call)
 redis.register_function('tw_release_' .. V, release)
+redis.register_function('tw_hold_' .. V, hold)
 redis.register_function{function_name = 'tw_peek_' .. V, callback = peek, flags = { 'no-writes' }}

@@ -38,7 +38,7 @@ var (
 type library struct {
 	name, code               string
 	reserve, settle, release string
-	peek                     string
+	peek, hold               string
 }
 
 // newLibrary puts in front of body the constants it shares with the
@@ -58,6 +58,7 @@ func newLibrary(body string) library {
 		settle:  "tw_settle_" + v,
 		release: "tw_release_" + v,
 		peek:    "tw_peek_" + v,
+		hold:    "tw_hold_" + v,
 	}
 }
 
