@@ -326,8 +326,8 @@ func decoded(t testing.TB, msgs [][]byte) []*extprocv3.ProcessingRequest {
 
 // TestRetainedPerStream: a stream waiting for more of its response holds
 // little memory, whatever its request and earlier events were: not the
-// request body (here 512 KiB, whose model the parser reads in place),
-// not a large event's buffer.
+// request body (here 512 KiB, whose model and service tier the parser
+// reads in place), not a large event's buffer.
 func TestRetainedPerStream(t *testing.T) {
 	const streams, limit = 100, 64 << 10
 	msgs := retentionMessages(t)
@@ -361,10 +361,10 @@ func TestRetainedPerStream(t *testing.T) {
 // retentionMessages is a lifecycle up to the middle of its response:
 // request headers with a 96 KiB cookie (the stream keeps its path and
 // identity, which must not hold the other headers), a 512 KiB request
-// body, a 96 KiB event in 16 KiB chunks, a small one.
+// body that names a service tier, a 96 KiB event in 16 KiB chunks, a small one.
 func retentionMessages(t *testing.T) [][]byte {
 	prompt := strings.Repeat("lorem ipsum ", 512<<10/12)
-	body := []byte(`{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"` + prompt + `"}]}`)
+	body := []byte(`{"model":"gpt-4o-mini","stream":true,"service_tier":"priority","messages":[{"role":"user","content":"` + prompt + `"}]}`)
 	big := `data: {"choices":[{"index":0,"delta":{"content":"` + strings.Repeat("long answer ", 8<<10) + `"}}]}` + "\n\n"
 	var chunks []string
 	for len(big) > 0 {

@@ -234,15 +234,19 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 		return badRequest(api, err.Error()), true
 	}
 	// The parsers' strings are views of the body; the stream keeps the
-	// model until the response ends, and must not keep the body with it.
+	// request until the response ends, and must not keep the body with
+	// it: the model is copied, and the service tier, read only here,
+	// left out.
 	req.Model = strings.Clone(req.Model)
+	priceFactor := st.s.priceFactor(req.ServiceTier)
+	req.ServiceTier = ""
 	st.req = req
 	st.attrs = append(st.attrs,
 		accounting.Attribute{Name: AttributeModel, Value: accounting.ModelFamily(req.Model)},
 		accounting.Attribute{Name: AttributeAPI, Value: api.Name()})
 	est := st.learnedEstimate(req.Estimate())
 	if resp, done := st.reserve(accounting.Request{Attributes: st.attrs, Model: req.Model, Estimate: est,
-		PriceFactor: st.s.priceFactor(req.ServiceTier)}, st.downgrader(body)); done {
+		PriceFactor: priceFactor}, st.downgrader(body)); done {
 		st.dg = downgrade{}
 		return resp, true
 	}
