@@ -54,6 +54,7 @@ func fresh(m *extprocv3.ProcessingRequest) bool {
 // could; when it could not, m is empty again.
 func decodeRequestFast(b []byte, m *extprocv3.ProcessingRequest) bool {
 	if decodeProcessingRequest(b, m) {
+		ownBody(m)
 		return true
 	}
 	m.Request, m.ObservabilityMode, m.ProtocolConfig, m.Attributes = nil, false, nil, nil
@@ -252,9 +253,9 @@ func decodeHTTPBody(b []byte, body *extprocv3.HttpBody) bool {
 				return false
 			}
 			b = b[n:]
-			// As protobuf-go: a copy, and nil for an empty body; the
-			// last occurrence wins.
-			body.Body = clone(v)
+			// The last occurrence wins, as in protobuf-go. A view of b
+			// until the whole message is decoded (see ownBody).
+			body.Body = v
 			continue
 		}
 		if typ != protowire.VarintType {
@@ -291,6 +292,22 @@ func clone(b []byte) []byte {
 	c := make([]byte, len(b))
 	copy(c, b)
 	return c
+}
+
+// ownBody replaces the body a decoded message views in the buffer it
+// was decoded from by a copy, as protobuf-go's (nil for an empty body).
+// A body is copied only once the whole message has decoded: one the hand
+// decoder gives up on (Envoy's body messages carry metadata_context
+// whenever the filter forwards a namespace) is decoded again by
+// protobuf-go, and an earlier copy would double the bytes a large body
+// costs at its arrival.
+func ownBody(m *extprocv3.ProcessingRequest) {
+	switch r := m.Request.(type) {
+	case *extprocv3.ProcessingRequest_RequestBody:
+		r.RequestBody.Body = clone(r.RequestBody.Body)
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		r.ResponseBody.Body = clone(r.ResponseBody.Body)
+	}
 }
 
 // consumeTag and consumeBytes are protowire.ConsumeTag and ConsumeBytes,

@@ -473,6 +473,40 @@ func TestRejectedHeaderMapAllocates(t *testing.T) {
 	}
 }
 
+// TestRejectedBodyAllocates: a body message the hand decoder leaves to
+// protobuf-go costs it no copy of the body first. Envoy's body messages
+// carry metadata_context after the body whenever the filter forwards a
+// namespace (the shipped configs forward jwt_authn's), and a copy made
+// before the hand decoder gave up doubled what a large body cost at its
+// arrival.
+func TestRejectedBodyAllocates(t *testing.T) {
+	body := bytes.Repeat([]byte("x"), 1<<20)
+	md := mustMarshal(t, &extprocv3.ProcessingRequest{MetadataContext: &corev3.Metadata{
+		FilterMetadata: map[string]*structpb.Struct{"envoy.filters.http.jwt_authn": {}}}})
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"request body, then metadata context", append(wireBytes(nil, fieldReqRequestBody, wireBytes(nil, fieldHTTPBodyBody, body)), md...)},
+		{"response body, then metadata context", append(wireBytes(nil, fieldReqResponseBody, wireBytes(nil, fieldHTTPBodyBody, body)), md...)},
+		{"an unknown field after the body", wireBytes(nil, fieldReqRequestBody, wireVarint(wireBytes(nil, fieldHTTPBodyBody, body), 9, 1))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m extprocv3.ProcessingRequest
+			if decodeRequestFast(tc.b, &m) {
+				t.Fatal("decoded by hand: want it left to protobuf-go")
+			}
+			if got := bytesPerRun(3, func() { decodeRequestFast(tc.b, &m) }); got > 1024 {
+				t.Errorf("got %.0f bytes allocated before leaving it to protobuf-go, want at most 1 KiB", got)
+			}
+			// And the decode as a whole copies the body once.
+			if got := bytesPerRun(3, func() { _ = decodeRequest(tc.b, &extprocv3.ProcessingRequest{}) }); got > 1.5*float64(len(body)) {
+				t.Errorf("decoding the message allocated %.0f bytes, want one copy of the %d-byte body and little more", got, len(body))
+			}
+		})
+	}
+}
+
 // TestDecodedKeys: the keys of a header map share one array; each is
 // still its own after the map is decoded, and the values are not in it.
 func TestDecodedKeys(t *testing.T) {
