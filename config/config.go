@@ -121,7 +121,7 @@ func Parse(data []byte) (*Config, error) {
 	c.fileSettings(&f, p)
 	c.adminToken(&f, p)
 	c.store(&f, p)
-	c.identity(&f)
+	c.identity(&f, p)
 	c.estimation(&f, p)
 	c.models(&f)
 	c.limits(&f, p)
@@ -239,7 +239,14 @@ func (r *redisFile) options(field string, def time.Duration, p *problems) rediss
 	}
 }
 
-func (c *Config) identity(f *file) {
+func (c *Config) identity(f *file, p *problems) {
+	switch f.OtherPaths {
+	case "", "pass":
+	case "count":
+		c.Server.CountOtherPaths = true
+	default:
+		p.add("other_paths", "%q is not pass or count", f.OtherPaths)
+	}
 	id := &c.Server.Identity
 	for _, name := range slices.Sorted(maps.Keys(f.Identity.Attributes)) {
 		a := f.Identity.Attributes[name]

@@ -61,9 +61,9 @@ limits:
 	// Library options the file leaves out stay zero: the library's
 	// default applies.
 	if c.Tokenizer.Mode != "" || c.Tokenizer.CharsPerToken != 0 || c.Server.DefaultOutputCap != 0 || c.Server.MaxBuffer != 0 ||
-		c.Server.HiddenReasoningModels != nil || c.Accounting.SettleRetry != 0 {
-		t.Errorf("library defaults: got tokenizer %+v, output cap %d, max buffer %d, reasoning %v, settle retry %v; want zeros",
-			c.Tokenizer, c.Server.DefaultOutputCap, c.Server.MaxBuffer, c.Server.HiddenReasoningModels, c.Accounting.SettleRetry)
+		c.Server.HiddenReasoningModels != nil || c.Accounting.SettleRetry != 0 || c.Server.CountOtherPaths {
+		t.Errorf("library defaults: got tokenizer %+v, output cap %d, max buffer %d, reasoning %v, settle retry %v, count other paths %v; want zeros",
+			c.Tokenizer, c.Server.DefaultOutputCap, c.Server.MaxBuffer, c.Server.HiddenReasoningModels, c.Accounting.SettleRetry, c.Server.CountOtherPaths)
 	}
 	if !c.Server.InjectOutputCap || !c.Server.InjectStreamUsage {
 		t.Errorf("inject: got output cap %v, stream usage %v; want both on", c.Server.InjectOutputCap, c.Server.InjectStreamUsage)
@@ -114,6 +114,7 @@ admin: 0.0.0.0:9000
 shutdown_grace: 3s
 admin_pprof: true
 strip_accept_encoding: true
+other_paths: count
 log: {level: debug, format: text}
 store:
   type: redis
@@ -156,7 +157,7 @@ azure: {deployments: {prod: gpt-4o}}
 		t.Errorf("tokenizer: got %+v, want %+v", g, wantTok)
 	}
 	s := c.Server
-	if s.DefaultOutputCap != 777 || s.InjectOutputCap || s.InjectStreamUsage || !s.StripAcceptEncoding || !s.RefuseBackground ||
+	if s.DefaultOutputCap != 777 || s.InjectOutputCap || s.InjectStreamUsage || !s.StripAcceptEncoding || !s.CountOtherPaths || !s.RefuseBackground ||
 		strings.Join(s.HiddenReasoningModels, ",") != "my-*" || s.AzureDeployments["prod"] != "gpt-4o" {
 		t.Errorf("server: got %+v", s)
 	}
@@ -290,6 +291,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad redis timeout", "store: {type: redis, redis: {url: 'redis://x', timeout: fast}}\n", `config: store.redis.timeout: "fast" is not a positive duration`},
 		{"zero redis timeout", "store: {type: redis, redis: {url: 'redis://x', timeout: 0s}}\n", `config: store.redis.timeout: "0s" is not a positive duration`},
 		{"bad background", "settlement: {background: sometimes}\n", `config: settlement.background: "sometimes" is not reserve or refuse`},
+		{"bad other paths", "other_paths: meter\n", `config: other_paths: "meter" is not pass or count`},
 		{"scope without source", limitsConfig("{name: a, dimension: tokens, scope: [team], limit: 1, window: 1m}"),
 			`config: limits[0].scope[0]: "team" has no source under identity.attributes (and is not model or api)`},
 		{"match without source", limitsConfig("{name: a, dimension: tokens, match: {team: x}, limit: 1, window: 1m}"),

@@ -33,6 +33,7 @@
 //	                                 the memory store); store.redis.allow_eviction
 //	                                 is Store.AllowEviction
 //	identity                         Server.Identity (extproc.Identity)
+//	other_paths                      Server.CountOtherPaths (count)
 //	estimation                       Tokenizer (tokenizer, chars_per_token,
 //	                                 per_model, exact_max_bytes, default_image),
 //	                                 from which Server.Counter is built; and

@@ -9,6 +9,7 @@ type file struct {
 	AdminPprof          bool                 `yaml:"admin_pprof"`
 	AdminTokenFile      string               `yaml:"admin_token_file"`
 	StripAcceptEncoding bool                 `yaml:"strip_accept_encoding"`
+	OtherPaths          string               `yaml:"other_paths"`
 	Log                 logFile              `yaml:"log"`
 	Store               storeFile            `yaml:"store"`
 	Identity            identityFile         `yaml:"identity"`

@@ -200,8 +200,11 @@ type e2eRig struct {
 	llmAddr  string
 	// llm2 is a second fakellm, the upstream of the fallback model's
 	// route (see e2eRigRoutes).
-	llm2        *e2eProc
-	llm2Addr    string
+	llm2     *e2eProc
+	llm2Addr string
+	// app is a second application, not an LLM, behind a route of its
+	// own on the same listener (see e2eAppRoute).
+	app         *e2eApp
 	envoy       *e2eProc
 	listen      string // Envoy's "llm" listener
 	admin       string // Envoy's admin interface
@@ -292,6 +295,10 @@ func startRig(t *testing.T, envoyBin string) (*e2eRig, error) {
 	}
 	r.llm2Addr = m[1]
 
+	if r.app, err = startE2EApp(); err != nil {
+		return nil, err
+	}
+
 	r.twConfig = filepath.Join(dir, "tokenwarden.yaml")
 	if err := os.WriteFile(r.twConfig, []byte(e2eConfig), 0o644); err != nil {
 		return nil, err
@@ -304,7 +311,7 @@ func startRig(t *testing.T, envoyBin string) (*e2eRig, error) {
 	// process can take a port chosen in advance.
 	cfg := filepath.Join(dir, "envoy.yaml")
 	a := addrs{listen: "127.0.0.1:0", admin: "127.0.0.1:0", tokenwarden: r.tw.listen, upstream: r.llmAddr}
-	if err := os.WriteFile(cfg, renderBootstrap(t, a, e2eRigRoutes(t), e2eFallbackRoute(t, r.llm2Addr), e2eRigRequestAttributes(t)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, renderBootstrap(t, a, e2eRigRoutes(t), e2eFallbackRoute(t, r.llm2Addr), e2eRigRequestAttributes(t), e2eAppRoute(t, r.app.addr)), 0o644); err != nil {
 		return nil, err
 	}
 	adminFile := filepath.Join(dir, "envoy-admin-address")
@@ -428,6 +435,7 @@ func (r *e2eRig) stop() {
 			p.kill()
 		}
 	}
+	r.app.stop()
 	if r.dir != "" {
 		os.RemoveAll(r.dir)
 	}

@@ -11,11 +11,12 @@
 //
 // # One request
 //
-//	request_headers   identity attributes and the API kind; 401 when a
-//	                  required attribute is missing. Paths that are not a
-//	                  known LLM API are counted on the requests dimension
-//	                  only, here, and their bodies are not sent
-//	                  (mode_override).
+//	request_headers   the API kind, then identity attributes; 401 when a
+//	                  required attribute is missing. A path that is not an
+//	                  LLM API's passes untouched, before identity: nothing
+//	                  more of it is sent (mode_override). With
+//	                  Options.CountOtherPaths it is counted on the requests
+//	                  dimension only, here, and its bodies are not sent.
 //	request_body      the wire format (internal/llm and its
 //	                  implementations) reads model, output cap and text;
 //	                  the accounting.Limiter reserves the estimate on every

@@ -21,6 +21,10 @@ type Explanation struct {
 	// on the requests dimension only: a path that is not an LLM API, or a
 	// request without a body. The rest is then empty.
 	Metered bool
+	// Passes: the path is not an LLM API's and such paths are not
+	// counted (Options.CountOtherPaths off): the request passes
+	// untouched, counted nowhere.
+	Passes bool
 	// Model is the model the request is priced and its limits matched
 	// as: the body's, the path's (Gemini, Bedrock), or the model an Azure
 	// OpenAI deployment is configured to serve.
@@ -74,7 +78,7 @@ func (s *Server) Explain(path string, body []byte) (*Explanation, error) {
 	s = s.current()
 	t := s.classify(path)
 	if t.api == nil {
-		return &Explanation{}, nil
+		return &Explanation{Passes: t.other && !s.opts.CountOtherPaths}, nil
 	}
 	e := &Explanation{API: t.api.Name()}
 	if len(body) == 0 {

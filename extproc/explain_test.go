@@ -165,8 +165,12 @@ func TestExplainIsWhatTheServerReserves(t *testing.T) {
 				t.Fatalf("Explain admits the request (%+v); the server answered %d: %s", e, resp.Status, resp.Body)
 			case !e.Metered:
 				unmetered++
-				if reserved != 0 || input != 0 || requests != 1 {
-					t.Errorf("Explain does not meter the request; the server reserved %d tokens, %d of input, %d requests", reserved, input, requests)
+				wantRequests := int64(1)
+				if e.Passes {
+					wantRequests = 0
+				}
+				if reserved != 0 || input != 0 || requests != wantRequests {
+					t.Errorf("Explain does not meter the request (passes %v); the server reserved %d tokens, %d of input, %d requests", e.Passes, reserved, input, requests)
 				}
 			default:
 				metered++
@@ -246,7 +250,7 @@ func TestExplain(t *testing.T) {
 			body: `{"model":"text-embedding-3-small","input":"Hi"}`,
 			want: extproc.Explanation{API: "openai.embeddings", Metered: true, Model: "text-embedding-3-small", Choices: 1},
 		},
-		{name: "not an LLM API", path: "/v1/threads/t/messages", body: `{"role":"user","content":"Hi"}`},
+		{name: "not an LLM API", path: "/v1/threads/t/messages", body: `{"role":"user","content":"Hi"}`, want: extproc.Explanation{Passes: true}},
 		{name: "no body", path: "/v1/chat/completions", want: extproc.Explanation{API: "openai.chat"}},
 	}
 	for _, tc := range tests {

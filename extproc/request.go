@@ -75,6 +75,13 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata, 
 	}
 	st.path, _ = headerValue(h, ":path")
 	st.target = st.s.classify(st.path)
+	// A client's own routing header: Envoy may have matched the route on
+	// it already (see forgedRouteModel).
+	_, forged := headerValue(h, RouteModelHeader)
+	if st.target.other && !st.s.opts.CountOtherPaths {
+		st.s.m.request(apiName(nil), "passed")
+		return passOther(forged), false
+	}
 	api := st.target.api
 	attrs, err := st.s.opts.Identity.resolve(func(k string) (string, bool) { return headerValue(h, k) }, md, ea)
 	if err != nil {
@@ -87,9 +94,6 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata, 
 		return badRequest(api, err.Error()), true
 	}
 	st.attrs = attrs
-	// A client's own routing header: Envoy may have matched the route on
-	// it already (see forgedRouteModel).
-	_, forged := headerValue(h, RouteModelHeader)
 	// Any request with a body on an LLM API path is metered, whatever its
 	// method: what the upstream does with a body is not ours to guess.
 	if api != nil && !h.EndOfStream {
@@ -128,6 +132,36 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata, 
 		},
 	}, false
 }
+
+// passOther is the reply to a request on a path that is not an LLM
+// API's, when such paths are not counted: it is not tokenwarden's
+// business, so nothing is asked of it (no identity), nothing reserved,
+// and Envoy is told to send nothing more of it, neither bodies nor the
+// response. Only a client's RouteModelHeader is removed, as on every
+// request.
+func passOther(forged bool) *extprocv3.ProcessingResponse {
+	return passOtherReplies[b2i(forged)]
+}
+
+// passOtherReplies are passOther's two replies, shared by every stream
+// and never modified.
+var passOtherReplies = func() (r [2]*extprocv3.ProcessingResponse) {
+	for forged := range 2 {
+		hr := &extprocv3.HeadersResponse{}
+		if forged == 1 {
+			hr.Response = forgedRouteModel()
+		}
+		r[forged] = &extprocv3.ProcessingResponse{
+			Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: hr},
+			ModeOverride: &filterv3.ProcessingMode{
+				RequestBodyMode:    filterv3.ProcessingMode_NONE,
+				ResponseHeaderMode: filterv3.ProcessingMode_SKIP,
+				ResponseBodyMode:   filterv3.ProcessingMode_NONE,
+			},
+		}
+	}
+	return r
+}()
 
 // forgedRouteModel is the reply to a request that arrives with its own
 // x-tokenwarden-model (RouteModelHeader): the header is removed, and the

@@ -49,6 +49,11 @@ type target struct {
 	// azureBody: an Azure OpenAI path whose body's "model" names the
 	// deployment (the v1 API, /openai/v1/…), mapped the same way.
 	azureBody bool
+	// other: no LLM path family matched; the request passes untouched
+	// unless Options.CountOtherPaths. Only classify's last return sets
+	// it, so that a target of any family, metered or refused, never
+	// passes for want of a field.
+	other bool
 }
 
 // azurePrefix starts the deployment segment of an Azure OpenAI path:
@@ -88,7 +93,7 @@ func (s *Server) classify(rawPath string) target {
 			return target{api: r.api, azureBody: strings.Contains(p, "/openai/")}
 		}
 	}
-	return target{}
+	return target{other: true}
 }
 
 // azure classifies an Azure OpenAI deployment path. Azure serves the

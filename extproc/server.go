@@ -48,6 +48,13 @@ type Options struct {
 	// so providers answer uncompressed and the server reads usage without
 	// decompressing. Compressed responses are read either way.
 	StripAcceptEncoding bool
+	// CountOtherPaths puts requests on paths that are not an LLM API's
+	// (see classify) through identity and the limits, as requests of API
+	// "other" on the requests and concurrent dimensions. Off, such a
+	// request passes untouched: no identity required, nothing reserved,
+	// no header changed but a client's RouteModelHeader, so that a
+	// filter that reaches other applications' routes leaves them alone.
+	CountOtherPaths bool
 	// MaxBuffer bounds what a usage reader keeps of a response (a JSON
 	// body, one SSE event); zero means DefaultMaxBuffer.
 	MaxBuffer int

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
@@ -411,11 +412,83 @@ func TestIdentityFromMetadataOnly(t *testing.T) {
 	wantStatus(t, r.envoy.Do(t.Context(), req, nil), 401)
 }
 
-func TestOtherPathsCountRequestsOnly(t *testing.T) {
+// TestOtherPathsPassUntouched: a request on a path that is not an LLM
+// API's is not tokenwarden's business — other applications behind the
+// same proxy, reached through a filter that does not stop at the LLM
+// routes. It needs no identity, reserves nothing, and reaches the upstream, and its response
+// the client, as they were sent: Envoy is told to send nothing more of
+// it. A path of an LLM API still needs its identity, with a body or
+// without.
+func TestOtherPathsPassUntouched(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	r := newRig(t, []accounting.Limit{
+		{Name: "tenant-rpm", Dimension: accounting.Requests, Scope: []string{"tenant"}, Limit: 1, Window: time.Minute},
+	}, withServer(func(o *extproc.Options) { o.Registerer = reg; o.StripAcceptEncoding = true }))
+	upstreamHeaders := [][2]string{{"content-type", "application/json"}, {"x-ratelimit-remaining-requests", "7"}}
+	tests := []struct {
+		name string
+		req  envoytest.Request
+	}{
+		{"no identity", envoytest.Request{Method: "GET", Path: "/v1/models"}},
+		{"with identity", envoytest.Request{Method: "GET", Path: "/v1/models", Headers: [][2]string{{"x-tenant-id", "a"}}}},
+		{"a body", envoytest.Request{Method: "POST", Path: "/app/orders",
+			Headers: [][2]string{{"x-tenant-id", "a"}, {"accept-encoding", "gzip"}, {"content-type", "application/json"}},
+			Body:    []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"not an LLM call"}]}`)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := r.envoy.Do(t.Context(), tt.req, func(*envoytest.UpstreamRequest) envoytest.UpstreamResponse {
+				return envoytest.UpstreamResponse{Status: 200, Headers: upstreamHeaders, Chunks: [][]byte{[]byte(`{"data":[]}`)}}
+			})
+			wantStatus(t, resp, 200)
+			if resp.Upstream == nil {
+				t.Fatal("the upstream was not called")
+			}
+			if got := string(resp.Upstream.Body); got != string(tt.req.Body) {
+				t.Errorf("upstream body: got %q, want %q", got, tt.req.Body)
+			}
+			for _, h := range tt.req.Headers {
+				if got := resp.Upstream.Header.Get(h[0]); got != h[1] {
+					t.Errorf("upstream header %s: got %q, want %q", h[0], got, h[1])
+				}
+			}
+			// The upstream's own rate-limit header, which tokenwarden
+			// removes from the responses it processes, reaches the client.
+			wantHeader(t, resp.Header, "x-ratelimit-remaining-requests", "7")
+			if string(resp.Body) != `{"data":[]}` || len(resp.Metadata) != 0 {
+				t.Errorf("response: body %s, metadata %v; want the upstream's body and no metadata", resp.Body, resp.Metadata)
+			}
+		})
+	}
+	a := accounting.Attributes{{Name: "tenant", Value: "a"}}
+	if got := r.used(t, "tenant-rpm", a); got != 0 {
+		t.Errorf("tenant-rpm used by requests that are not LLM calls: %d, want 0", got)
+	}
+	if got := gathered(t, reg, "tokenwarden_requests_total", "other", "passed"); got != float64(len(tests)) {
+		t.Errorf(`tokenwarden_requests_total{api="other",outcome="passed"}: got %v, want %d`, got, len(tests))
+	}
+	for _, req := range []envoytest.Request{
+		{Method: "GET", Path: "/v1/chat/completions"},
+		chatRequest("", fixture(t, "openai/chat_request.json")),
+	} {
+		req.Headers = nil
+		if resp := r.envoy.Do(t.Context(), req, nil); resp.Status != 401 || resp.Upstream != nil {
+			t.Errorf("%s %s without identity: got %d (upstream called %v), want 401", req.Method, req.Path, resp.Status, resp.Upstream != nil)
+		}
+	}
+}
+
+// TestOtherPathsCountedWhenConfigured: with other_paths: count, a path
+// that is not an LLM API's needs its identity and counts on the requests
+// dimension only, under api "other".
+func TestOtherPathsCountedWhenConfigured(t *testing.T) {
 	r := newRig(t, []accounting.Limit{
 		tokensLimit("tenant-tokens", 10, "tenant"), // already too small for any LLM call
 		{Name: "tenant-rpm", Dimension: accounting.Requests, Scope: []string{"tenant"}, Limit: 2, Window: time.Minute},
-	})
+	}, withServer(func(o *extproc.Options) { o.CountOtherPaths = true }))
+	if resp := r.envoy.Do(t.Context(), envoytest.Request{Method: "GET", Path: "/v1/models"}, nil); resp.Status != 401 {
+		t.Errorf("without identity: got %d, want 401", resp.Status)
+	}
 	req := envoytest.Request{Method: "GET", Path: "/v1/models", Headers: [][2]string{{"x-tenant-id", "a"}}}
 	for i, want := range []int{200, 200, 429} {
 		resp := r.envoy.Do(t.Context(), req, jsonUpstream(200, []byte(`{"data":[]}`)))

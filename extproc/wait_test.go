@@ -148,12 +148,14 @@ func TestWaitClientLeaves(t *testing.T) {
 }
 
 // TestWaitHoldsACallThatIsNotAnLLMCall: a call counted on the requests
-// dimension only (not an LLM API path, decided on its headers) waits as
+// dimension only (not an LLM API path, decided on its headers, with
+// other paths counted) waits as
 // an LLM call does, on the request headers message.
 func TestWaitHoldsACallThatIsNotAnLLMCall(t *testing.T) {
 	t0, base := time.Now(), time.Unix(1_000_000, int64(500*time.Millisecond))
 	store := memstore.New(memstore.Options{Now: func() time.Time { return base.Add(time.Since(t0)) }})
-	r := newRig(t, []accounting.Limit{waitingLimit(time.Second, 2*time.Second)}, withStore(store))
+	r := newRig(t, []accounting.Limit{waitingLimit(time.Second, 2*time.Second)}, withStore(store),
+		withServer(func(o *extproc.Options) { o.CountOtherPaths = true }))
 	req := envoytest.Request{Method: "GET", Path: "/v1/models", Headers: [][2]string{{"x-tenant-id", "a"}}}
 	upstream := jsonUpstream(200, []byte(`{"data":[]}`))
 	wantStatus(t, r.envoy.Do(t.Context(), req, upstream), 200)

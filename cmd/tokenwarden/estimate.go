@@ -115,8 +115,11 @@ func readEstimateBody(name string, stdin io.Reader) ([]byte, error) {
 // as aligned text, priced from prices.
 func printExplanation(w io.Writer, path string, e *extproc.Explanation, counter *tokenizer.Counter, prices accounting.Prices) {
 	switch {
+	case e.Passes:
+		fmt.Fprintf(w, "%s is not an LLM API path: the server passes the request untouched and counts it nowhere (other_paths: pass)\n", path)
+		return
 	case e.API == "":
-		fmt.Fprintf(w, "%s is not an LLM API path: the server reads no body and counts the request on the requests dimension only\n", path)
+		fmt.Fprintf(w, "%s is not an LLM API path: the server reads no body and counts the request on the requests dimension only (other_paths: count)\n", path)
 		return
 	case !e.Metered:
 		fmt.Fprintf(w, "api %s: a request without a body is counted on the requests dimension only\n", e.API)

@@ -43,6 +43,7 @@ azure:
 settlement:
   background: refuse
   hidden_reasoning_models: []
+other_paths: count
 `
 
 func TestRunEstimate(t *testing.T) {
@@ -144,7 +145,12 @@ func TestRunEstimate(t *testing.T) {
 		{
 			name: "not an LLM API path",
 			args: []string{"-path", "/v1/threads/thread_1/messages", fixture("anthropic/messages_request.json")},
-			want: []string{"/v1/threads/thread_1/messages is not an LLM API path: the server reads no body"},
+			want: []string{"/v1/threads/thread_1/messages is not an LLM API path: the server passes the request untouched and counts it nowhere"},
+		},
+		{
+			name: "not an LLM API path, counted",
+			args: []string{"-config", cfg, "-path", "/v1/threads/thread_1/messages", fixture("anthropic/messages_request.json")},
+			want: []string{"/v1/threads/thread_1/messages is not an LLM API path: the server reads no body and counts the request on the requests dimension only"},
 		},
 		{
 			name: "no body",
