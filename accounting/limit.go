@@ -116,6 +116,7 @@ func (l *Limit) Validate() error {
 	errs = append(errs, l.validateWait()...)
 	errs = append(errs, l.validateExhausted()...)
 	errs = append(errs, l.validateAcross()...)
+	errs = append(errs, l.validateProvider())
 	if l.Dimension == Concurrent || l.Algorithm == Leases {
 		// A concurrent limit's window is its lease: checked there.
 		errs = append(errs, l.validateConcurrent()...)

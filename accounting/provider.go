@@ -3,6 +3,7 @@ package accounting
 import (
 	"context"
 	"slices"
+	"strings"
 )
 
 // AttributeProvider is the identity attribute that names the provider
@@ -17,6 +18,27 @@ const AttributeProvider = "provider"
 // providers state their own limits in.
 func (l *Limit) ProviderLimit() bool {
 	return (l.Dimension == Requests || l.Dimension == Tokens) && slices.Contains(l.Scope, AttributeProvider)
+}
+
+// perModel reports whether the limit counts one model at a time: scoped
+// by the model attribute, or matched to one model.
+func (l *Limit) perModel() bool {
+	_, one := l.Match[AttributeModel]
+	return one || slices.Contains(l.Scope, AttributeModel)
+}
+
+// validateProvider refuses a provider limit that counts several models
+// on one counter. The providers state their figures per model (OpenAI,
+// Anthropic) and refuse per model (Gemini, Bedrock too): one model's
+// "0 left" or 429 would otherwise correct the counter every other model
+// counts on, and shut them out with it.
+func (l *Limit) validateProvider() error {
+	if !l.ProviderLimit() || l.perModel() {
+		return nil
+	}
+	fix := append(slices.Clone(l.Scope), AttributeModel)
+	return FieldErrorf("scope", "a provider limit is corrected by the provider's figures and 429s, which are per model: "+
+		"write scope: [%s] (or match one model)", strings.Join(fix, ", "))
 }
 
 // ProviderState is what a provider's response said about its account,

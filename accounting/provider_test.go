@@ -8,7 +8,7 @@ import (
 	"github.com/tokenwarden/tokenwarden/accounting/memstore"
 )
 
-var onProvider = accounting.Attributes{{Name: "tenant", Value: "t1"}, {Name: "provider", Value: "openai-main"}}
+var onProvider = accounting.Attributes{{Name: "tenant", Value: "t1"}, {Name: "provider", Value: "openai-main"}, {Name: "model", Value: "gpt-4o"}}
 
 func TestProviderLimit(t *testing.T) {
 	tests := []struct {
@@ -28,6 +28,42 @@ func TestProviderLimit(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := tt.lim.ProviderLimit(); got != tt.want {
 				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestProviderLimitPerModel: a provider limit must count one model at a
+// time, as the providers' figures do, so that one model's "0 left" never
+// corrects the counter of another; the refusal names the scope that fixes
+// it.
+func TestProviderLimitPerModel(t *testing.T) {
+	tests := []struct {
+		name string
+		lim  accounting.Limit
+		want string // the error, "" for none
+	}{
+		{"per provider", limit("p", accounting.Tokens, 10, "provider"),
+			"scope: a provider limit is corrected by the provider's figures and 429s, which are per model: write scope: [provider, model] (or match one model)"},
+		{"per provider and tenant", limit("p", accounting.Requests, 10, "provider", "tenant"),
+			"scope: a provider limit is corrected by the provider's figures and 429s, which are per model: write scope: [provider, tenant, model] (or match one model)"},
+		{"per provider and model", limit("p", accounting.Tokens, 10, "provider", "model"), ""},
+		{"per provider, matched to one model", func() accounting.Limit {
+			l := limit("p", accounting.Tokens, 10, "provider")
+			l.Match = map[string]string{"model": "gpt-4o"}
+			return l
+		}(), ""},
+		{"cost per provider is no provider limit", limit("p", accounting.Cost, 10, "provider"), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.lim.Validate()
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
 			}
 		})
 	}
@@ -62,8 +98,8 @@ func TestSettleProvider(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := memstore.New(memstore.Options{})
-			tpm := limit("provider-tpm", accounting.Tokens, 10000, "provider")
-			rpm := limit("provider-rpm", accounting.Requests, 100, "provider")
+			tpm := limit("provider-tpm", accounting.Tokens, 10000, "provider", "model")
+			rpm := limit("provider-rpm", accounting.Requests, 100, "provider", "model")
 			tenantTPM := limit("tenant-tpm", accounting.Tokens, 10000, "tenant")
 			l, reg := limiterWithMetrics(t, store, tpm, rpm, tenantTPM)
 			r, err := l.Reserve(t.Context(), accounting.Request{Attributes: onProvider, Estimate: accounting.Estimate{InputTokens: 1000}})
@@ -98,7 +134,7 @@ func TestSettleProvider(t *testing.T) {
 // is retried with its settlement and lands when the store is back; one
 // the store never takes is given up with it, counted as lost.
 func TestSettleProviderStoreFailure(t *testing.T) {
-	tpm := limit("provider-tpm", accounting.Tokens, 10000, "provider")
+	tpm := limit("provider-tpm", accounting.Tokens, 10000, "provider", "model")
 	for _, back := range []bool{true, false} {
 		name := map[bool]string{true: "store back", false: "store gone"}[back]
 		t.Run(name, func(t *testing.T) {
@@ -147,7 +183,7 @@ func leftOn(t *testing.T, store accounting.Store, lim accounting.Limit, attrs ac
 // blocks nothing.
 func TestSettleProviderShadow(t *testing.T) {
 	store := memstore.New(memstore.Options{})
-	tpm := limit("provider-tpm", accounting.Tokens, 10000, "provider")
+	tpm := limit("provider-tpm", accounting.Tokens, 10000, "provider", "model")
 	tpm.Mode = accounting.Shadow
 	l, reg := limiterWithMetrics(t, store, tpm)
 	req := accounting.Request{Attributes: onProvider, Estimate: accounting.Estimate{InputTokens: 1000}}

@@ -154,10 +154,11 @@ limits:
     limit: 1000000
     window: 31d
   # A provider account, for the callers that name one in x-e2e-provider
-  # only: the provider's 429s and remaining figures correct it.
+  # only: the provider's 429s and remaining figures correct it, model by
+  # model.
   - name: e2e-provider-tokens
     dimension: tokens
-    scope: [provider]
+    scope: [provider, model]
     algorithm: fixed_window
     limit: 100000
     window: 31d
@@ -166,7 +167,7 @@ limits:
   # asks for.
   - name: e2e-provider-cluster
     dimension: requests
-    scope: [provider, cluster, account]
+    scope: [provider, cluster, account, model]
     algorithm: fixed_window
     limit: 500
     window: 31d

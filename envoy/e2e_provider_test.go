@@ -69,6 +69,22 @@ func TestE2EProviderLimits(t *testing.T) {
 		}
 	})
 
+	// The case of a provider limit scoped by the account alone: an
+	// o1-pro reply saying nothing is left emptied the counter every
+	// model shared. Scoped by model too, it empties o1-pro's only.
+	t.Run("a figure corrects its own model", func(t *testing.T) {
+		p := "models-" + a.tenant
+		o1pro := []byte(`{"model":"o1-pro","max_completion_tokens":50,"messages":[{"role":"user","content":"Hello there."}]}`)
+		first := r.mustSend(t, a, o1pro, a.tenant+"-o1pro", on(p, "x-fakellm-ratelimit-remaining-tokens", "0")...)
+		e2eWantStatus(t, first, http.StatusOK)
+		e2eWantStatus(t, r.mustSend(t, b, chat, b.tenant+"-mini", on(p)...), http.StatusOK)
+		again := r.mustSend(t, b, o1pro, b.tenant+"-o1pro", on(p)...)
+		e2eWantStatus(t, again, http.StatusTooManyRequests)
+		if got := again.header.Get("x-tokenwarden-limit"); got != "e2e-provider-tokens" {
+			t.Errorf("x-tokenwarden-limit: got %q, want e2e-provider-tokens", got)
+		}
+	})
+
 	t.Run("429 blocks the account", func(t *testing.T) {
 		p := "blocked-" + a.tenant
 		refused := r.mustSend(t, a, chat, a.tenant+"-429", on(p, "x-fakellm-status", "429")...)

@@ -82,7 +82,7 @@ func TestProviderTooLargeDoesNotBlockEveryone(t *testing.T) {
 			r := newRig(t, []accounting.Limit{providerTPM, tenantTPM}, withServer(withProvider))
 			resp := r.envoy.Do(t.Context(), providerChat("a", "openai-main"), jsonUpstream(429, tooLarge, tt.headers...))
 			wantStatus(t, resp, 429)
-			if used := r.used(t, "provider-tpm", accounting.Attributes{{Name: "provider", Value: "openai-main"}}); used != tt.used {
+			if used := r.used(t, "provider-tpm", onAccount("openai-main", "gpt-4o-mini")); used != tt.used {
 				t.Errorf("provider counter after the 429: %d used, want %d", used, tt.used)
 			}
 			resp = r.envoy.Do(t.Context(), providerChat("b", "openai-main"), jsonUpstream(200, usage1010))

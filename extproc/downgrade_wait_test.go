@@ -155,7 +155,7 @@ func TestDowngradeTierAndProvider(t *testing.T) {
 	wantStatus(t, resp, 200)
 	wantHeader(t, resp.Header, extproc.DowngradedHeader, "gpt-4o->gpt-4o-mini")
 	r.envoy.Wait()
-	if used := r.used(t, "provider-tpm", accounting.Attributes{{Name: "provider", Value: "openai-main"}}); used != 6000 {
+	if used := r.used(t, "provider-tpm", onAccount("openai-main", "gpt-4o-mini")); used != 6000 {
 		t.Errorf("provider counter: %d used, want 6000 (corrected to the provider's 4000 left)", used)
 	}
 	if used := r.used(t, "mini-tiered", nil); used != 1010 {

@@ -8,10 +8,11 @@ import (
 	"github.com/tokenwarden/tokenwarden/internal/envoytest"
 )
 
-// providerTPM models a provider account's 10000 tokens an hour, shared
-// by every tenant sent to it; tenantTPM is each tenant's own.
+// providerTPM models a provider account's 10000 tokens an hour for each
+// model, shared by every tenant sent to it; tenantTPM is each tenant's
+// own.
 var (
-	providerTPM = tokensLimit("provider-tpm", 10000, "provider")
+	providerTPM = tokensLimit("provider-tpm", 10000, "provider", "model")
 	tenantTPM   = tokensLimit("tenant-tpm", 100000, "tenant")
 )
 
@@ -23,6 +24,11 @@ func providerChat(tenant, provider string) envoytest.Request {
 	req := chatRequest(tenant, contractChat) // reserves about 1010 tokens
 	req.Headers = append(req.Headers, [2]string{"x-provider", provider})
 	return req
+}
+
+// onAccount names provider-tpm's counter for a provider account and model.
+func onAccount(provider, model string) accounting.Attributes {
+	return accounting.Attributes{{Name: "provider", Value: provider}, {Name: "model", Value: model}}
 }
 
 var usage1010 = []byte(`{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":1000,"total_tokens":1010}}`)
@@ -44,7 +50,7 @@ func TestProviderRateLimitBlocks(t *testing.T) {
 		t.Errorf("the provider's 429 names limit %q, want none: it is the provider's", got)
 	}
 
-	if used := r.used(t, "provider-tpm", accounting.Attributes{{Name: "provider", Value: "openai-main"}}); used != 10000 {
+	if used := r.used(t, "provider-tpm", onAccount("openai-main", "gpt-4o-mini")); used != 10000 {
 		t.Errorf("provider counter after its 429: %d used, want 10000", used)
 	}
 	for _, tenant := range []string{"a", "b"} {
@@ -91,11 +97,35 @@ func TestProviderRemainingCorrects(t *testing.T) {
 			if got := resp.Header.Get("x-ratelimit-remaining-tokens"); got == "4000" || got == "29999000" {
 				t.Errorf("x-ratelimit-remaining-tokens %s is the provider's, want tokenwarden's", got)
 			}
-			if used := r.used(t, "provider-tpm", accounting.Attributes{{Name: "provider", Value: "p"}}); used != tt.used {
+			if used := r.used(t, "provider-tpm", onAccount("p", "gpt-4o-mini")); used != tt.used {
 				t.Errorf("provider counter: %d used, want %d", used, tt.used)
 			}
 		})
 	}
+}
+
+// TestProviderFigureCorrectsItsOwnModel: OpenAI and Anthropic state what
+// is left per model. An o1-pro reply saying no tokens are left corrects
+// o1-pro's counter on the account, and never gpt-4o-mini's: another
+// tenant's gpt-4o-mini request goes on.
+func TestProviderFigureCorrectsItsOwnModel(t *testing.T) {
+	r := newRig(t, []accounting.Limit{providerTPM, tenantTPM}, withServer(withProvider))
+	o1pro := func(tenant string) envoytest.Request {
+		req := chatRequest(tenant, []byte(`{"model":"o1-pro","max_tokens":1000,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Headers = append(req.Headers, [2]string{"x-provider", "openai-main"})
+		return req
+	}
+	wantStatus(t, r.envoy.Do(t.Context(), o1pro("a"), jsonUpstream(200, usage1010, [2]string{"x-ratelimit-remaining-tokens", "0"})), 200)
+	if used := r.used(t, "provider-tpm", onAccount("openai-main", "o1-pro")); used != 10000 {
+		t.Errorf("o1-pro's counter after its figure of 0: %d used, want 10000", used)
+	}
+	if used := r.used(t, "provider-tpm", onAccount("openai-main", "gpt-4o-mini")); used != 0 {
+		t.Errorf("gpt-4o-mini's counter after o1-pro's figure: %d used, want 0", used)
+	}
+	wantStatus(t, r.envoy.Do(t.Context(), providerChat("b", "openai-main"), jsonUpstream(200, usage1010)), 200)
+	resp := r.envoy.Do(t.Context(), o1pro("b"), jsonUpstream(200, usage1010))
+	wantStatus(t, resp, 429)
+	wantHeader(t, resp.Header, "x-tokenwarden-limit", "provider-tpm")
 }
 
 // TestProviderFeedbackNeedsAProviderLimit: without a limit scoped by
@@ -120,7 +150,7 @@ func TestProviderFromUpstreamCluster(t *testing.T) {
 	req.Headers = append(req.Headers, [2]string{"x-provider", "elsewhere"})
 	req.Attributes = map[string]string{"xds.cluster_name": "openai-main"}
 	wantStatus(t, r.envoy.Do(t.Context(), req, jsonUpstream(429, []byte(`{}`), [2]string{"retry-after", "3"})), 429)
-	if used := r.used(t, "provider-tpm", accounting.Attributes{{Name: "provider", Value: "openai-main"}}); used != 10000 {
+	if used := r.used(t, "provider-tpm", onAccount("openai-main", "gpt-4o-mini")); used != 10000 {
 		t.Errorf("cluster openai-main after its 429: %d used, want 10000", used)
 	}
 	resp := r.envoy.Do(t.Context(), req, jsonUpstream(200, usage1010))

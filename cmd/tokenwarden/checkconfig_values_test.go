@@ -1,6 +1,9 @@
 package main
 
 import (
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -46,12 +49,12 @@ func TestPrintConfigProviderLimit(t *testing.T) {
 identity: {attributes: {provider: {envoy_attribute: xds.cluster_name}}}
 models: {default: {input: 1, output: 1}}
 limits:
-  - {name: openai-tpm, dimension: tokens, scope: [provider], limit: 30000000, window: 1m}
+  - {name: openai-tpm, dimension: tokens, scope: [provider, model], limit: 30000000, window: 1m}
   - {name: openai-spend, dimension: cost, scope: [provider], limit: 100, window: day}
 `)
 	for _, want := range []string{
 		"identity provider from Envoy attribute xds.cluster_name (the filter's request_attributes must list it)",
-		"  openai-tpm               30000000 tokens per minute, per provider, sliding_window, provider limit (the provider's 429s fill it, its remaining headers lower it), on store error deny",
+		"  openai-tpm               30000000 tokens per minute, per provider+model, sliding_window, provider limit (the provider's 429s fill it, its remaining headers lower it), on store error deny",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
@@ -61,5 +64,25 @@ limits:
 		if strings.Contains(line, "openai-spend") && strings.Contains(line, "provider limit") {
 			t.Errorf("a cost limit is shown as corrected by the provider: %s", line)
 		}
+	}
+}
+
+// TestCheckConfigRefusesAProviderLimitAcrossModels: the providers state
+// their figures and refuse per model, so a provider limit counting every
+// model on one counter would let one model's "0 left" shut out the
+// others. check-config refuses it, naming the scope that fixes it.
+func TestCheckConfigRefusesAProviderLimitAcrossModels(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "provider.yaml")
+	if err := os.WriteFile(path, []byte(`
+identity: {attributes: {provider: {envoy_attribute: xds.cluster_name}}}
+limits:
+  - {name: openai-tpm, dimension: tokens, scope: [provider], limit: 30000000, window: 1m}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := run(t.Context(), []string{"check-config", "-config", path}, nil, io.Discard, io.Discard)
+	want := "limits[0].scope: a provider limit is corrected by the provider's figures and 429s, which are per model: write scope: [provider, model] (or match one model)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("check-config: got %v, want an error containing %q", err, want)
 	}
 }
