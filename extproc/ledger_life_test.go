@@ -115,7 +115,11 @@ type ledgerLife struct {
 	// stream's events.
 	chunks [][]byte
 	events []ledgerEvent
-	asked  bool // the request asked for usage in the stream
+	// A JSON reply's generated text: the offset just past its closing
+	// quote, and its words.
+	textEnd   int
+	textWords int64
+	asked     bool // the request asked for usage in the stream
 }
 
 // ledgerEvent is one SSE event of a streamed response.
@@ -304,8 +308,10 @@ func (lf *ledgerLife) json() string {
 	for _, d := range lf.deltas {
 		total += d
 	}
-	return fmt.Sprintf(`{"id":"chatcmpl-ledger","object":"chat.completion","model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":%s}`,
-		lf.model.name, lf.words(total), lf.usageJSON())
+	head := fmt.Sprintf(`{"id":"chatcmpl-ledger","object":"chat.completion","model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q`,
+		lf.model.name, lf.words(total))
+	lf.textEnd, lf.textWords = len(head), int64(total)
+	return head + `},"finish_reason":"stop"}],"usage":` + lf.usageJSON() + "}"
 }
 
 // sse is a chat completion stream: a role chunk, a chunk per delta, the
@@ -373,8 +379,9 @@ func (c ledgerCharge) tokens() int64 { return c.input + c.output }
 // documented rules: the provider's usage when the server saw it; nothing
 // for a refusal; for a stream without usage, the input estimate and the
 // output seen; and the whole reservation (the estimate and the output
-// cap, or the output seen if more — a cut JSON body counts a token per 4
-// bytes) where what was generated cannot be seen.
+// cap, or the output seen if more — of a cut JSON body, its generated
+// text once its string is whole) where what was generated cannot be
+// seen.
 func (lf *ledgerLife) expected() ledgerCharge {
 	in := lf.inputEstimate()
 	reserved := func(observed int64) ledgerCharge {
@@ -397,7 +404,11 @@ func (lf *ledgerLife) expected() ledgerCharge {
 			seen += len(c)
 		}
 		if !lf.stream {
-			return reserved((int64(seen) + 3) / 4)
+			var text int64
+			if seen >= lf.textEnd {
+				text = lf.textWords
+			}
+			return reserved(text)
 		}
 		return lf.fromEvents(seen, in, usage)
 	}
@@ -443,8 +454,10 @@ func (lf *ledgerLife) messagesJSON() string {
 	for _, d := range lf.deltas {
 		total += d
 	}
-	return fmt.Sprintf(`{"id":"msg_ledger","type":"message","role":"assistant","model":%q,"content":[{"type":"text","text":%q}],"stop_reason":"end_turn","stop_sequence":null,"usage":%s}`,
-		lf.model.name, lf.words(total), lf.messagesUsage(lf.completion))
+	head := fmt.Sprintf(`{"id":"msg_ledger","type":"message","role":"assistant","model":%q,"content":[{"type":"text","text":%q`,
+		lf.model.name, lf.words(total))
+	lf.textEnd, lf.textWords = len(head), int64(total)
+	return head + `}],"stop_reason":"end_turn","stop_sequence":null,"usage":` + lf.messagesUsage(lf.completion) + "}"
 }
 
 // messagesSSE is a Messages stream: message_start (usage with 1 output

@@ -70,6 +70,24 @@ func (c *Capture) Get(key string) gjson.Result {
 	return gjson.Parse(View(rest[j+1:]))
 }
 
+// Whole returns the body parsed, from its first '{' or '[', and reports
+// false, with nothing, for a body too large to keep whole.
+func (c *Capture) Whole() (gjson.Result, bool) {
+	if c.overflow {
+		return gjson.Result{}, false
+	}
+	return gjson.Parse(View(c.json())), true
+}
+
+// json is the kept body from its first '{' or '[': bytes before it, such
+// as a byte order mark, are not JSON.
+func (c *Capture) json() []byte {
+	if i := bytes.IndexAny(c.buf, "{["); i > 0 {
+		return c.buf[i:]
+	}
+	return c.buf
+}
+
 // GetOnce is Get, and reports false when the body holds the top-level
 // field more than once (see UniqueMember). Of an oversized body only the
 // tail is kept, in which Get finds the last. Like Get, it reads the body
@@ -79,9 +97,5 @@ func (c *Capture) GetOnce(key string) (gjson.Result, bool) {
 	if c.overflow {
 		return c.Get(key), true
 	}
-	body := c.buf
-	if i := bytes.IndexAny(body, "{["); i > 0 {
-		body = body[i:]
-	}
-	return UniqueMember(gjson.Parse(View(body)), key)
+	return UniqueMember(gjson.Parse(View(c.json())), key)
 }

@@ -10,14 +10,24 @@ import (
 // memory (see [Capture]): every API that answers one puts its usage in a
 // top-level "usage" object, in its own shape, which parse maps.
 type JSONReader struct {
-	body  Capture
-	parse func(gjson.Result) (accounting.Usage, bool)
+	body    Capture
+	parse   func(gjson.Result) (accounting.Usage, bool)
+	text    ReplyText
+	model   string
+	counter Counter
 }
 
+// ReplyText calls emit with each piece of generated text of a whole JSON
+// reply: its content, tool-call arguments and the reasoning it shows,
+// never the envelope around them. Nil for an API that generates none
+// (embeddings).
+type ReplyText func(reply gjson.Result, emit func(text string))
+
 // NewJSONReader returns a reader whose usage is parse applied to the
-// body's top-level "usage".
-func NewJSONReader(opts ReaderOptions, parse func(gjson.Result) (accounting.Usage, bool)) *JSONReader {
-	return &JSONReader{body: NewCapture(opts.BufferSize()), parse: parse}
+// body's top-level "usage", and whose observed output is the text that
+// text finds in the body, counted for model.
+func NewJSONReader(model string, opts ReaderOptions, parse func(gjson.Result) (accounting.Usage, bool), text ReplyText) *JSONReader {
+	return &JSONReader{body: NewCapture(opts.BufferSize()), parse: parse, text: text, model: model, counter: opts.Counter}
 }
 
 // Write implements UsageReader.
@@ -37,6 +47,24 @@ func (r *JSONReader) Usage() (accounting.Usage, bool) {
 // there.
 func (r *JSONReader) Final() bool { return true }
 
-// ObservedOutputTokens charges a cut body by its size: its text cannot be
-// parsed until it is complete.
-func (r *JSONReader) ObservedOutputTokens() int64 { return ObservedTokens(r.body.Len()) }
+// ObservedOutputTokens counts the generated text of the body seen so far
+// (of a cut body, what its JSON holds up to the cut). A body larger than
+// the reader keeps, of which only the tail is left, is counted by its
+// size instead.
+func (r *JSONReader) ObservedOutputTokens() int64 {
+	if r.text == nil {
+		return 0
+	}
+	reply, whole := r.body.Whole()
+	if !whole {
+		return ObservedTokens(r.body.Len())
+	}
+	var n int64
+	texts := NewTextCounter(r.counter, r.model)
+	r.text(reply, func(s string) {
+		if s != "" {
+			n += texts.Count(s)
+		}
+	})
+	return n
+}

@@ -14,7 +14,7 @@ func (Messages) NewUsageReader(req *llm.Request, contentType string, opts llm.Re
 	if llm.IsEventStream(contentType) {
 		return NewStreamReader(req.Model, opts)
 	}
-	return llm.NewJSONReader(opts, ParseUsage)
+	return llm.NewJSONReader(req.Model, opts, ParseUsage, ReplyText)
 }
 
 // ParseUsage maps an Anthropic usage object onto accounting.Usage, and

@@ -17,7 +17,7 @@ func (Converse) NewUsageReader(req *llm.Request, contentType string, opts llm.Re
 	if llm.HasMediaType(contentType, ContentType) {
 		return NewStreamReader(req.Model, opts)
 	}
-	return llm.NewJSONReader(opts, ParseUsage)
+	return llm.NewJSONReader(req.Model, opts, ParseUsage, ReplyText)
 }
 
 // StreamReader follows a converse-stream event stream.

@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/internal/llm"
 	"github.com/tokenwarden/tokenwarden/internal/llm/llmtest"
 )
 
@@ -47,7 +48,7 @@ var unreadableUsage = []struct{ name, payload string }{
 func TestUnreadableUsage(t *testing.T) {
 	for _, tc := range unreadableUsage {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Converse{}.NewUsageReader(nil, "application/json", llmtest.ReaderOptions())
+			r := Converse{}.NewUsageReader(&llm.Request{}, "application/json", llmtest.ReaderOptions())
 			r.Write([]byte(tc.payload))
 			if u, ok := r.Usage(); ok {
 				t.Errorf("JSON: got usage %+v, want none", u)

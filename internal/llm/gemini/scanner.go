@@ -18,6 +18,7 @@ const (
 	keyUsage          // usageMetadata: capture the object that follows
 	keyText           // text: count the string that follows as output
 	keyFinish         // finishReason: the response is complete
+	keyCall           // functionCall: count the object that follows as output
 )
 
 // maxKey is the longest key the scanner needs to recognise, and
@@ -35,7 +36,9 @@ const (
 // usageMetadata object of a top-level response (at depth 1, or depth 2
 // inside the top-level array) to OnUsage, the contents of every "text" string
 // to OnText in pieces (escapes lose their backslash and are not otherwise
-// decoded) followed by OnTextEnd,
+// decoded) followed by OnTextEnd, every "functionCall" object the same way,
+// raw (the model wrote its arguments: the SSE reader counts them as JSON
+// too),
 // and reads keys as JSON does, escapes decoded ("usage\u004detadata" is
 // usageMetadata),
 // and reports "finishReason" keys to OnFinish. A response with more than
@@ -67,6 +70,10 @@ type Scanner struct {
 	expectKey bool    // a string here would be a key
 	lastKey   keyKind // the key whose ':' may come next
 	colonKey  keyKind // the key whose value comes next (set at ':')
+
+	// callDepth > 0: inside the functionCall object opened at this
+	// depth, whose bytes go to OnText.
+	callDepth int
 
 	capDepth int // > 0: capturing the object opened at this depth
 	capBuf   []byte
@@ -109,6 +116,9 @@ func (s *Scanner) Write(p []byte) {
 		if s.capDepth > 0 {
 			s.capture(p[i : i+1])
 		}
+		if s.callDepth > 0 {
+			s.callBytes(p[i : i+1])
+		}
 		i++
 		switch c {
 		case ' ', '\t', '\r', '\n':
@@ -116,7 +126,7 @@ func (s *Scanner) Write(p []byte) {
 		case '"':
 			s.inStr, s.keyLen, s.keyEsc = true, 0, false
 			s.strKey = s.expectKey
-			s.text = !s.strKey && s.colonKey == keyText
+			s.text = !s.strKey && s.colonKey == keyText && s.callDepth == 0
 			s.expectKey, s.colonKey = false, keyOther
 		case ':':
 			s.colonKey, s.lastKey = s.lastKey, keyOther
@@ -137,6 +147,10 @@ func (s *Scanner) Write(p []byte) {
 				s.capDepth, s.capOver = s.depth+1, false
 				s.capBuf = append(s.capBuf[:0], '{')
 			}
+			if s.colonKey == keyCall && s.callDepth == 0 {
+				s.callDepth = s.depth + 1
+				s.callBytes(p[i-1 : i])
+			}
 			s.push(false)
 			if s.responseLevel() {
 				s.usageSeen = false // a new response
@@ -151,6 +165,12 @@ func (s *Scanner) Write(p []byte) {
 					s.capDepth = 0
 					if !s.capOver && s.OnUsage != nil {
 						s.OnUsage(s.capBuf)
+					}
+				}
+				if s.callDepth == s.depth {
+					s.callDepth = 0
+					if s.OnTextEnd != nil {
+						s.OnTextEnd()
 					}
 				}
 				s.depth--
@@ -180,6 +200,9 @@ func (s *Scanner) str(p []byte, i int) int {
 	c := p[i+j]
 	if s.capDepth > 0 {
 		s.capture(p[i+j : i+j+1])
+	}
+	if s.callDepth > 0 {
+		s.callBytes(p[i+j : i+j+1])
 	}
 	if c == '\\' {
 		s.esc = true
@@ -225,6 +248,9 @@ func (s *Scanner) strByte(b []byte) {
 	if s.capDepth > 0 {
 		s.capture(b)
 	}
+	if s.callDepth > 0 {
+		s.callBytes(b)
+	}
 	switch {
 	case s.strKey:
 		s.keyBytes(b)
@@ -259,8 +285,17 @@ func (s *Scanner) matchKey() keyKind {
 		return keyText
 	case "finishReason", "finish_reason":
 		return keyFinish
+	case "functionCall", "function_call":
+		return keyCall
 	}
 	return keyOther
+}
+
+// callBytes hands a run of a functionCall object's bytes to OnText.
+func (s *Scanner) callBytes(b []byte) {
+	if s.OnText != nil {
+		s.OnText(b)
+	}
 }
 
 func (s *Scanner) capture(b []byte) {

@@ -48,6 +48,10 @@ func TestScanner(t *testing.T) {
 		{"an escaped key that is not one", `{"usage\u004Detadatax":{"x":1},"\\text":"a"}`, nil, "", 0},
 		{"an escaped key too long to be one", `{"` + strings.Repeat(`\u0020`, 20) + `usageMetadata":{"x":1}}`, nil, "", 0},
 		{"usage not an object", `{"usageMetadata":null,"usageMetadata":7}`, nil, "", 0},
+		{"a function call is output, raw, and its text is not counted twice",
+			`{"candidates":[{"content":{"parts":[{"text":"hi"},{"functionCall":{"name":"f","args":{"text":"a\"b", "n":[1]}}}]}}]}`,
+			nil, `hi{"name":"f","args":{"text":"a\"b", "n":[1]}}`, 0},
+		{"a function call in snake case", `{"function_call":{"name":"g"},"text":"x"}`, nil, `{"name":"g"}x`, 0},
 		{"stray closers are ignored", `}}]]{"usageMetadata":{"x":1}`, []string{`{"x":1}`}, "", 0},
 	}
 	for _, tc := range tests {

@@ -98,7 +98,7 @@ func (Completions) NewUsageReader(req *llm.Request, contentType string, opts llm
 	if llm.IsEventStream(contentType) {
 		return NewStreamReader(req.Model, opts, CompletionsDeltaText)
 	}
-	return llm.NewJSONReader(opts, ParseUsage)
+	return llm.NewJSONReader(req.Model, opts, ParseUsage, CompletionsReplyText)
 }
 
 // RenderError implements llm.API.

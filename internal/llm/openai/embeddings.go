@@ -41,8 +41,8 @@ func (Embeddings) Inject([]byte, *llm.Request, llm.InjectOptions) ([]byte, error
 // NewUsageReader implements llm.API. The usage object follows the
 // vectors, at the very end of a body that can be many megabytes: the
 // JSON reader keeps its tail.
-func (Embeddings) NewUsageReader(_ *llm.Request, _ string, opts llm.ReaderOptions) llm.UsageReader {
-	return llm.NewJSONReader(opts, ParseUsage)
+func (Embeddings) NewUsageReader(req *llm.Request, _ string, opts llm.ReaderOptions) llm.UsageReader {
+	return llm.NewJSONReader(req.Model, opts, ParseUsage, nil)
 }
 
 // RenderError implements llm.API.

@@ -32,7 +32,9 @@ func FuzzResponsesStreamReader(f *testing.F) {
 // seeds overflow it into the tail it keeps.
 func FuzzJSONReader(f *testing.F) {
 	llmtest.AddResponseSeeds(f, fixtures, ".json")
-	llmtest.FuzzReader(f, func() llm.UsageReader { return llm.NewJSONReader(llm.ReaderOptions{MaxBuffer: 1024}, ParseUsage) })
+	llmtest.FuzzReader(f, func() llm.UsageReader {
+		return llm.NewJSONReader("gpt-4o", llm.ReaderOptions{MaxBuffer: 1024}, ParseUsage, ChatReplyText)
+	})
 }
 
 // FuzzParseRequest fuzzes request bodies through every OpenAI API, and

@@ -190,7 +190,7 @@ func (Responses) NewUsageReader(req *llm.Request, contentType string, opts llm.R
 	if llm.IsEventStream(contentType) {
 		return NewStreamReader(req.Model, opts, ResponsesDeltaText)
 	}
-	return llm.NewJSONReader(opts, ParseUsage)
+	return llm.NewJSONReader(req.Model, opts, ParseUsage, ResponsesReplyText)
 }
 
 // RenderError implements llm.API.

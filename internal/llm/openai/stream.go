@@ -59,10 +59,14 @@ var CompletionsDeltaText = DeltaText{raw: completionsDeltaRaw, fields: completio
 // as far more tokens than they are.
 var ResponsesDeltaText = DeltaText{raw: responsesDeltaRaw, fields: responsesDeltaFields, textDeltas: true}
 
-func chatDeltaFields(f *EventFields, emit func(string)) {
-	f.Choices.ForEach(func(_, c gjson.Result) bool {
+func chatDeltaFields(f *EventFields, emit func(string)) { choicesText(f.Choices, "delta", emit) }
+
+// choicesText emits the generated text of each choice's first member
+// named part: a chunk's "delta", a reply's "message".
+func choicesText(choices gjson.Result, part string, emit func(string)) {
+	choices.ForEach(func(_, c gjson.Result) bool {
 		c.ForEach(func(k, d gjson.Result) bool {
-			if k.Str != "delta" {
+			if k.Str != part {
 				return true
 			}
 			d.ForEach(func(k, v gjson.Result) bool {

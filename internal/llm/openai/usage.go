@@ -12,7 +12,7 @@ func (Chat) NewUsageReader(req *llm.Request, contentType string, opts llm.Reader
 	if llm.IsEventStream(contentType) {
 		return NewStreamReader(req.Model, opts, ChatDeltaText)
 	}
-	return llm.NewJSONReader(opts, ParseUsage)
+	return llm.NewJSONReader(req.Model, opts, ParseUsage, ChatReplyText)
 }
 
 // ParseUsage maps an OpenAI usage object onto accounting.Usage, and
