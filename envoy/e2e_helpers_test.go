@@ -458,7 +458,12 @@ func (p *twProcess) proc() *e2eProc {
 // startTokenwarden runs tokenwarden on the rig's config and returns once it
 // has logged its addresses and /readyz answers 200.
 func (r *e2eRig) startTokenwarden(listen, admin string) (*twProcess, error) {
-	p, err := startE2EProc(r.dir, "tokenwarden", r.twBin, "-config", r.twConfig, "-listen", listen, "-admin", admin)
+	return r.startTokenwardenWith(r.twConfig, listen, admin)
+}
+
+// startTokenwardenWith is startTokenwarden on another config file.
+func (r *e2eRig) startTokenwardenWith(config, listen, admin string) (*twProcess, error) {
+	p, err := startE2EProc(r.dir, "tokenwarden", r.twBin, "-config", config, "-listen", listen, "-admin", admin)
 	if err != nil {
 		return nil, err
 	}

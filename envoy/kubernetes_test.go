@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // clientLabels are headers tokenwarden reads that are not identity: a caller
@@ -288,4 +289,45 @@ func equalMaps(a, b any) bool {
 		}
 	}
 	return true
+}
+
+// TestKubernetesShutdownCoversTheRoutes: on a rollout or a node drain,
+// a stream that started before SIGTERM may run as long as its route
+// lets it (the route timeout); tokenwarden's shutdown_grace in the
+// Kubernetes config must let it finish, or it is cut mid-answer and
+// settled on what was seen. (deploy/kubernetes's tests hold
+// terminationGracePeriodSeconds above the grace.)
+func TestKubernetesShutdownCoversTheRoutes(t *testing.T) {
+	_, cfg, _ := kubeTokenwardenConfig(t)
+	g, ok := cfg["shutdown_grace"].(string)
+	if !ok {
+		t.Fatal("the Kubernetes config sets no shutdown_grace: the server's 15s default cuts longer streams")
+	}
+	grace, err := time.ParseDuration(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	timeouts := map[string]time.Duration{}
+	for i, r := range path(t, named(t, path(t, yamlToMap(t, readFile(t, "envoy.yaml")),
+		"static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config", "route_config", "virtual_hosts"), "llm"), "routes").([]any) {
+		d, err := time.ParseDuration(fmt.Sprint(path(t, r, "route", "timeout")))
+		if err != nil {
+			t.Fatalf("envoy.yaml route %d timeout: %v", i, err)
+		}
+		timeouts[fmt.Sprintf("envoy.yaml route %d", i)] = d
+	}
+	for _, doc := range yamlDocs(t, readFile(t, "gateway/httproute.yaml")) {
+		for i, rule := range path(t, doc, "spec", "rules").([]any) {
+			d, err := time.ParseDuration(fmt.Sprint(path(t, rule, "timeouts", "request")))
+			if err != nil {
+				t.Fatalf("gateway/httproute.yaml %v rule %d: %v", path(t, doc, "metadata", "name"), i, err)
+			}
+			timeouts[fmt.Sprintf("gateway/httproute.yaml %v rule %d", path(t, doc, "metadata", "name"), i)] = d
+		}
+	}
+	for where, d := range timeouts {
+		if d > grace || d == 0 {
+			t.Errorf("%s: timeout %v, longer than the Kubernetes shutdown_grace %v (0 is none)", where, d, grace)
+		}
+	}
 }

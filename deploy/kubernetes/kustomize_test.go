@@ -11,9 +11,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -237,10 +239,6 @@ func TestRenderExample(t *testing.T) {
 	if raw != string(want) {
 		t.Errorf("the mounted config is not example/tokenwarden.yaml:\n%s", raw)
 	}
-	img := at(t, objs.get(t, "Deployment", "tokenwarden"), "spec", "template", "spec", "containers", 0, "image")
-	if img != "registry.example.com/tokenwarden:latest" {
-		t.Errorf("image: got %v, want the overlay's registry.example.com/tokenwarden:latest", img)
-	}
 	checkConfig(t, raw)
 }
 
@@ -250,10 +248,25 @@ func TestBaseConfigAccepted(t *testing.T) {
 	checkConfig(t, raw)
 }
 
-// checkCommon: one namespace, and the Deployment mounts a ConfigMap that
-// exists, with the ports its config listens on.
+// releaseImage is what a release publishes: the image by its version tag.
+// ":latest", or no tag, names an image whose content changes under the
+// same name, and makes the kubelet pull on every start.
+var releaseImage = regexp.MustCompile(`^ghcr\.io/tokenwarden/tokenwarden:v[0-9]+\.[0-9]+\.[0-9]+$`)
+
+// checkCommon: one namespace; the Deployment runs the release image,
+// mounts a ConfigMap that exists, with the ports its config listens on,
+// and is given the time its shutdown takes.
 func checkCommon(t *testing.T, objs objects) {
 	t.Helper()
+	dep := objs.get(t, "Deployment", "tokenwarden")
+	c := at(t, dep, "spec", "template", "spec", "containers", 0).(map[string]any)
+	if img := fmt.Sprint(c["image"]); !releaseImage.MatchString(img) {
+		t.Errorf("image: got %s, want the release image by version (%s)", img, releaseImage)
+	}
+	if p := c["imagePullPolicy"]; p == "Always" {
+		t.Errorf("imagePullPolicy %v: a versioned image needs no pull on every start", p)
+	}
+	checkShutdown(t, objs)
 	objs.get(t, "Namespace", namespace)
 	for id, o := range objs {
 		if strings.HasPrefix(id, "Namespace/") {
@@ -274,6 +287,51 @@ func checkCommon(t *testing.T, objs objects) {
 	svc := objs.get(t, "Service", "tokenwarden")
 	if !subset(at(t, svc, "spec", "selector"), at(t, objs.get(t, "Deployment", "tokenwarden"), "spec", "template", "metadata", "labels")) {
 		t.Error("the tokenwarden Service does not select the Deployment's pods")
+	}
+}
+
+// settleMargin is the least time the kubelet must leave a pod after its
+// shutdown grace: the settlement of the streams the grace cut, and the
+// process's exit.
+const settleMargin = 10 * time.Second
+
+// checkShutdown: the kubelet waits for the preStop sleep and the whole of
+// tokenwarden's shutdown_grace, and then some, before it kills the pod.
+// (That the grace covers the routes' timeout is the envoy package's test:
+// it has the routes.)
+func checkShutdown(t *testing.T, objs objects) {
+	t.Helper()
+	cfg, _ := tokenwardenConfig(t, objs)
+	grace := 15 * time.Second // the server's default
+	if g, ok := cfg["shutdown_grace"].(string); ok {
+		var err error
+		if grace, err = time.ParseDuration(g); err != nil {
+			t.Fatalf("shutdown_grace %q: %v", g, err)
+		}
+	}
+	spec := at(t, objs.get(t, "Deployment", "tokenwarden"), "spec", "template", "spec")
+	preStop := time.Duration(at(t, spec, "containers", 0, "lifecycle", "preStop", "sleep", "seconds").(int)) * time.Second
+	kill := time.Duration(at(t, spec, "terminationGracePeriodSeconds").(int)) * time.Second
+	if kill < preStop+grace+settleMargin {
+		t.Errorf("terminationGracePeriodSeconds %v, want at least the preStop sleep %v + shutdown_grace %v + %v to settle", kill, preStop, grace, settleMargin)
+	}
+}
+
+// TestBaseNamesItsImageOnce: the Deployment names the image without a
+// registry or tag; the base's kustomization.yaml sets both, so that a
+// release changes one line.
+func TestBaseNamesItsImageOnce(t *testing.T) {
+	b, err := os.ReadFile("base/deployment.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dep map[string]any
+	if err := yaml.Unmarshal(b, &dep); err != nil {
+		t.Fatal(err)
+	}
+	img := fmt.Sprint(at(t, dep, "spec", "template", "spec", "containers", 0, "image"))
+	if strings.ContainsAny(img, ":/@") {
+		t.Errorf("base/deployment.yaml image %q: want the bare name, with registry and tag in kustomization.yaml's images", img)
 	}
 }
 
