@@ -87,10 +87,10 @@ func TestReserveForAcrossReplicas(t *testing.T) {
 // a provider limit may use; the remaining figure lowers it there too.
 func TestProviderBlockAcrossReplicas(t *testing.T) {
 	srv := redistest.Start(t)
-	provider := accounting.Attributes{{Name: "provider", Value: "acct"}}
+	provider := accounting.Attributes{{Name: "provider", Value: "acct"}, {Name: "model", Value: "gpt-4o"}}
 	for _, alg := range []accounting.Algorithm{accounting.SlidingWindow, accounting.FixedWindow, accounting.TokenBucket} {
 		t.Run(alg.String(), func(t *testing.T) {
-			lim := accounting.Limit{Name: "provider-" + alg.String(), Dimension: accounting.Tokens, Scope: []string{"provider"},
+			lim := accounting.Limit{Name: "provider-" + alg.String(), Dimension: accounting.Tokens, Scope: []string{"provider", "model"},
 				Algorithm: alg, Limit: 10000, Window: time.Hour}
 			ls := replicas(t, srv, 2, lim)
 			req := accounting.Request{Attributes: provider, Estimate: accounting.Estimate{InputTokens: 100}}
