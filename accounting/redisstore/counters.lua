@@ -148,6 +148,9 @@ local function expand(st)
     a = { sunpack(FMT[m + 2] or fmt(m + 2), st.raw) }
     for j = 1, m do a[j] = a[j + 2] end
     a[m + 1], a[m + 2], a[m + 3] = nil, nil, nil
+    -- The newest slot as slot_add may have changed it since the key was
+    -- read (an earlier item of the call on the same key).
+    a[1] = st.head
   end
   st.a, st.m = a, m
   return a

@@ -63,6 +63,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"ReleaseAfterRollover", testReleaseAfterRollover},
 		{"SettleAfterFixedRollover", testSettleAfterFixedRollover},
 		{"SettleAfterSlidingRollover", testSettleAfterSlidingRollover},
+		{"SettleTwiceOnOneCounter", testSettleTwiceOnOneCounter},
 		{"TokenBucketRefundCapped", testTokenBucketRefundCapped},
 		{"PerRequestLimit", testPerRequestLimit},
 		{"IdleExpiry", testIdleExpiry},
