@@ -76,6 +76,10 @@ estimation:
   # Learned output reservations, for the callers that send x-e2e-learn
   # only: a request without the scope's attribute reserves its cap.
   learned_output: {enabled: true, scope: [learn], min_samples: 5, floor: 16}
+# Round prices, so that a settlement's cost is known from its tokens:
+# e2eCostMicros.
+models:
+  default: {input: 1.00, output: 2.00}
 limits:
   - name: e2e-tenant-tokens
     dimension: tokens
@@ -607,6 +611,31 @@ func (p *e2eProc) awaitLog(msg string, timeout time.Duration) (map[string]any, e
 			return nil, fmt.Errorf("%s: no %q log line within %v:\n%s", p.name, msg, timeout, p.stderr.String())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// e2eCostMicros is what e2eConfig's default price charges for input and
+// output tokens, in micro-dollars.
+func e2eCostMicros(input, output int64) int64 { return input + 2*output }
+
+// awaitRecord waits for tokenwarden's "settled" log record of the request
+// whose x-request-id is id, the record operators reconcile against.
+func (r *e2eRig) awaitRecord(t *testing.T, id string, timeout time.Duration) map[string]any {
+	t.Helper()
+	if id == "" {
+		t.Fatal("no request id to find a record by")
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		for _, rec := range r.tokenwarden().logLines("settled") {
+			if rec["request_id"] == id {
+				return rec
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no settlement record of request %s within %v", id, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

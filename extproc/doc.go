@@ -36,8 +36,9 @@
 // A stream that ends early — Envoy cancels it when the client disconnects,
 // or it ends with EOF — settles the reservation with what is known: the
 // provider's usage if it was already seen, else the input estimate plus
-// the output observed so far. Settlement never depends on the stream's
-// context, which is already cancelled by then.
+// the output observed so far, or the whole reservation when none of the
+// response's body was seen (see settlement.go). Settlement never depends
+// on the stream's context, which is already cancelled by then.
 //
 // # On the wire
 //

@@ -377,11 +377,11 @@ func (c ledgerCharge) tokens() int64 { return c.input + c.output }
 
 // expected works out the settlement from what happened, by the
 // documented rules: the provider's usage when the server saw it; nothing
-// for a refusal; for a stream without usage, the input estimate and the
-// output seen; and the whole reservation (the estimate and the output
-// cap, or the output seen if more — of a cut JSON body, its generated
-// text once its string is whole) where what was generated cannot be
-// seen.
+// for a refusal; for a stream without usage of which some body was seen,
+// the input estimate and the output seen; and the whole reservation (the
+// estimate and the output cap, or the output seen if more — of a cut JSON
+// body, its generated text once its string is whole) where what was
+// generated cannot be seen.
 func (lf *ledgerLife) expected() ledgerCharge {
 	in := lf.inputEstimate()
 	reserved := func(observed int64) ledgerCharge {
@@ -394,9 +394,7 @@ func (lf *ledgerLife) expected() ledgerCharge {
 	case lkGoneBeforeHeaders:
 		return reserved(0)
 	case lkGoneAfterHeaders:
-		if lf.stream {
-			return ledgerCharge{basis: "estimate", input: in}
-		}
+		// Streamed or not, none of the body was seen.
 		return reserved(0)
 	case lkCut:
 		seen := 0

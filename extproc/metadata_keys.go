@@ -36,6 +36,9 @@ const (
 	MetaActualOutputTokens = "actual_output_tokens"
 	// MetaSettledOn is the settlement's Basis.
 	MetaSettledOn = "settled_on"
+	// MetaSettledCost is what the settlement booked on the cost
+	// dimension (USD, six decimals), for a model with a price.
+	MetaSettledCost = "settled_cost"
 	// MetaShadowRejected names, comma-separated, the shadow limits
 	// (mode: shadow) that would have rejected an admitted request; absent
 	// when none would.

@@ -49,7 +49,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"api", "outcome"}),
 		settlements: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokenwarden_settlement_basis_total",
-			Help: "Settled requests by what the charge was based on: usage (reported by the provider), estimate (input estimate plus the output observed in a stream without a usage report), reserved (the whole reservation: no response, a cut non-streamed reply, hidden reasoning, background, unreadable encoding), refused (non-2xx upstream reply: no tokens), request (not an LLM API: the request only).",
+			Help: "Settled requests by what the charge was based on: usage (reported by the provider), estimate (input estimate plus the output observed in a stream without a usage report), reserved (the whole reservation: no response, none of its body seen, a cut non-streamed reply, hidden reasoning, background, unreadable encoding), refused (non-2xx upstream reply: no tokens), request (not an LLM API: the request only).",
 		}, []string{"basis"}),
 		decision: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tokenwarden_decision_seconds",

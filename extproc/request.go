@@ -74,6 +74,7 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata, 
 		st.beginTrace(h)
 	}
 	st.path, _ = headerValue(h, ":path")
+	st.requestID, _ = headerValue(h, "x-request-id")
 	st.target = st.s.classify(st.path)
 	// A client's own routing header: Envoy may have matched the route on
 	// it already (see forgedRouteModel).

@@ -97,6 +97,9 @@ func (st *stream) responseBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingResp
 	if resp, last := st.checkMetered(); last {
 		return resp, true
 	}
+	if len(b.Body) > 0 {
+		st.bodySeen = true
+	}
 	if st.reader != nil && len(b.Body) > 0 {
 		if st.decoder != nil {
 			// An error (corrupt data, the size bound) stops decoding; the

@@ -44,6 +44,7 @@ func (st *stream) settle(complete bool, md *dynamicMetadata) bool {
 		o.usageFinal = st.reader.Final()
 		o.observed = st.reader.ObservedOutputTokens()
 	}
+	o.bodySeen = st.bodySeen
 	// Matching the model against the hidden-reasoning patterns is left
 	// out when the provider reported usage, which settles the request
 	// whatever the model.
@@ -64,11 +65,11 @@ func (st *stream) settle(complete bool, md *dynamicMetadata) bool {
 		st.traceSettlement(start, r, usage, basis, complete, err)
 	}
 	st.s.m.settled(basis)
-	if st.s.log.Enabled(st.ctx, slog.LevelDebug) {
+	cost, priced := r.UsageCost(usage)
+	if st.s.log.Enabled(st.ctx, slog.LevelInfo) {
 		// Checked first: the arguments alone would cost allocations on
 		// every request.
-		st.s.log.Debug("settled", "reservation", r.ID, "api", apiName(st.target.api), "basis", basis,
-			"complete", complete, "estimate_tokens", r.Estimate.Total(), "actual_tokens", usage.Total())
+		st.logSettled(r, usage, basis, complete, cost, priced)
 	}
 	if st.target.api != nil {
 		st.s.m.tokensActual(st.target.api.Name(), usage.Total())
@@ -81,6 +82,9 @@ func (st *stream) settle(complete bool, md *dynamicMetadata) bool {
 	md.num(MetaActualOutputTokens, float64(usage.OutputTokens))
 	md.num(MetaActualTokens, float64(usage.Total()))
 	md.known(MetaSettledOn, string(basis))
+	if priced {
+		md.known(MetaSettledCost, formatAmount(accounting.Cost, cost))
+	}
 	return true
 }
 

@@ -17,9 +17,10 @@ const (
 	BasisEstimate Basis = "estimate"
 	// BasisReserved keeps the whole reservation — the input estimate and
 	// the output cap — where what was generated cannot be seen: no
-	// response at all after the request was forwarded, a non-streamed
-	// reply cut short, an unreadable encoding, hidden reasoning, a
-	// background response. The provider may have billed up to the cap,
+	// response at all after the request was forwarded, a response that
+	// ended before any of its body was seen (Envoy's 502 after an
+	// upstream reset), a non-streamed reply cut short, an unreadable
+	// encoding, hidden reasoning, a background response. The provider may have billed up to the cap,
 	// and a limiter errs on the side of the budget.
 	BasisReserved Basis = "reserved"
 	// BasisRefused is an upstream's non-2xx reply: no tokens, no cost
@@ -64,6 +65,8 @@ type outcome struct {
 	usageFinal bool
 	// observed is the output counted in the response so far.
 	observed int64
+	// bodySeen: some of the response body reached the server.
+	bodySeen bool
 	// unreadable: a response encoding the server cannot decode.
 	unreadable bool
 	// streamed: the request asked for a streamed response, whose output
@@ -99,6 +102,13 @@ func settlement(o outcome) (accounting.Usage, Basis) {
 		// even a usage object in it, which the cut may have truncated
 		// mid-number ("prompt_tokens":1 of 17) or cut short of its
 		// output count.
+		return reserved, BasisReserved
+	case !o.complete && !o.bodySeen:
+		// The upstream began to answer and the response ended before
+		// any of its body was seen (a reset while its headers were on
+		// their way: Envoy answers 502 in their place; or the client
+		// left between the headers and the first byte). Nothing shows
+		// what was generated, as for a reset before the headers.
 		return reserved, BasisReserved
 	case o.hasUsage && !o.usageFinal && (o.hiddenReasoning || o.background):
 		// A running total from a stream cut before its last report, for

@@ -89,7 +89,12 @@ type stream struct {
 	// responseBodyUnseen: Envoy announced response_body_mode NONE, so no
 	// response body reaches the server and its usage cannot be read.
 	responseBodyUnseen bool
-	tr                 streamTrace
+	// bodySeen: a byte of the response body arrived.
+	bodySeen bool
+	// requestID is Envoy's x-request-id, which the settlement's log
+	// record carries (a view of the request headers, as path is).
+	requestID string
+	tr        streamTrace
 
 	// lent[:borrowed] are the buffers the reply being built borrowed
 	// (see lend.go). noLend: the stream's replies borrow nothing, as
