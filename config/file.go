@@ -34,7 +34,7 @@ type rateLimitHeadersFile struct {
 	// set to false.
 	Anthropic *bool `yaml:"anthropic"`
 	// ShouldRetryMax is the longest wait a 429 invites a retry after (a
-	// duration, or "off"); default 60s.
+	// duration, or "off"); default 2m.
 	ShouldRetryMax string `yaml:"should_retry_max"`
 }
 

@@ -12,7 +12,7 @@ func TestParseShouldRetryMax(t *testing.T) {
 		want    time.Duration
 		wantErr string
 	}{
-		{"default", "", time.Minute, ""},
+		{"default", "", 2 * time.Minute, ""},
 		{"five minutes", "rate_limit_headers: {should_retry_max: 5m}\n", 5 * time.Minute, ""},
 		{"off", "rate_limit_headers: {should_retry_max: \"off\"}\n", -1, ""},
 		{"not a duration", "rate_limit_headers: {should_retry_max: soon}\n", 0,

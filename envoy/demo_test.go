@@ -98,6 +98,11 @@ func TestREADMEDemo(t *testing.T) {
 		t.Fatalf("the README's curl commands: %v\n%s", err, got)
 	}
 	checkShown(t, string(got), want)
+	// The 429 after a burst on the free tier's per-minute window is one
+	// the SDKs wait out: it must not send them away.
+	if strings.Contains(strings.ToLower(string(got)), "x-should-retry: false") {
+		t.Errorf("the free tier's per-minute 429 says x-should-retry: false:\n%s", got)
+	}
 
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
 		t.Fatal(err)

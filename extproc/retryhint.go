@@ -9,15 +9,19 @@ import (
 // DefaultShouldRetryMax is the longest wait a 429 invites a client to
 // retry after, when Options.ShouldRetryMax is zero.
 //
-// The figure is the SDKs': the OpenAI (Python and Node) and Anthropic
-// SDKs take a 429's retry-after-ms or retry-after only when it is at
-// most a minute. A longer one they drop, and retry on their own short
-// backoff instead (well under ten seconds between tries), spending every
-// retry they have against a limit that frees in an hour. All three obey
-// x-should-retry, though: "false" stops the retries, whatever the
-// status. So a wait past what the SDKs honour is told as "do not retry"
-// with the time the limit resets, which a caller's own code can act on.
-const DefaultShouldRetryMax = time.Minute
+// The figure is the SDKs' (TestSDKsOnRetryHints drives the ones in
+// go.mod): openai-go waits a 429's retry-after-ms (or retry-after) up
+// to two minutes and gives up on a longer one; anthropic-sdk-go waits
+// whatever it says, a day included. Both obey x-should-retry: "false"
+// stops the retries. Two minutes lets the OpenAI SDKs wait out every
+// wait they would take, a per-minute window's first refusal among them
+// (a sliding window frees in tenths of it: up to 66 s), and keeps the
+// Anthropic SDKs from blocking a call for hours on a daily limit: a
+// longer wait is told as "do not retry" with the time the limit resets,
+// which a caller's own code can act on. SDKs that wait only up to a
+// minute (OpenAI's Node, Anthropic's Python) retry a wait between one
+// and two minutes early on their own backoff, and get the same 429.
+const DefaultShouldRetryMax = 2 * time.Minute
 
 // shouldRetry reports whether a 429 for t invites the client to retry:
 // not when waiting cannot help (the request never fits the limit, or a

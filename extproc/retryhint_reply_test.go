@@ -98,3 +98,32 @@ func TestLongWaitStoreDown(t *testing.T) {
 		}
 	}
 }
+
+// TestMinuteWindowFirstRefusalInvitesRetry: the first refusal after a
+// burst that fills a per-minute sliding window waits for the burst's
+// slot to leave the window: a minute and up to a tenth of one more
+// (60.13 s to 65.73 s by where in its slot the burst fell). At the
+// default should_retry_max it invites the retry that the SDKs wait out,
+// never x-should-retry: false.
+func TestMinuteWindowFirstRefusalInvitesRetry(t *testing.T) {
+	lim := accounting.Limit{Name: "free-tenant-rpm", Dimension: accounting.Requests, Scope: []string{"tenant"},
+		Algorithm: accounting.SlidingWindow, Limit: 5, Window: time.Minute}
+	slot := time.Minute / accounting.SlidingSlots
+	for _, into := range []time.Duration{270 * time.Millisecond, 3 * time.Second, 5870 * time.Millisecond} {
+		t.Run(into.String()+" into a slot", func(t *testing.T) {
+			at := time.UnixMicro(1_790_000_000_000_000 / slot.Microseconds() * slot.Microseconds()).Add(into)
+			r := newRig(t, []accounting.Limit{lim}, withStore(memstore.New(memstore.Options{Now: func() time.Time { return at }})))
+			body := []byte(`{"model":"gpt-4o-mini","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`)
+			ok := jsonUpstream(200, []byte(`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`))
+			for range 5 {
+				wantStatus(t, r.envoy.Do(t.Context(), chatRequest("a", body), ok), 200)
+			}
+			resp := r.envoy.Do(t.Context(), chatRequest("a", body), ok)
+			wantStatus(t, resp, 429)
+			wantHeader(t, resp.Header, "retry-after-ms", strconv.FormatInt((time.Minute+slot-into).Milliseconds(), 10))
+			if v := resp.Header.Values("x-should-retry"); len(v) != 0 {
+				t.Errorf("x-should-retry: got %q, want none: the SDKs wait a minute's refusal out", v)
+			}
+		})
+	}
+}

@@ -16,8 +16,9 @@ func TestShouldRetry(t *testing.T) {
 		want    bool
 	}{
 		{"short wait, default", accounting.Trip{RetryAfter: 2 * time.Second}, 0, true},
-		{"a minute exactly, default", accounting.Trip{RetryAfter: time.Minute}, 0, true},
-		{"past a minute, default", accounting.Trip{RetryAfter: time.Minute + time.Millisecond}, 0, false},
+		{"a sliding minute's first refusal, default", accounting.Trip{RetryAfter: 65730 * time.Millisecond}, 0, true},
+		{"two minutes exactly, default", accounting.Trip{RetryAfter: 2 * time.Minute}, 0, true},
+		{"past two minutes, default", accounting.Trip{RetryAfter: 2*time.Minute + time.Millisecond}, 0, false},
 		{"an hour, default", accounting.Trip{RetryAfter: time.Hour}, 0, false},
 		{"an hour under a two-hour max", accounting.Trip{RetryAfter: time.Hour}, 2 * time.Hour, true},
 		{"past a ten-second max", accounting.Trip{RetryAfter: 11 * time.Second}, 10 * time.Second, false},

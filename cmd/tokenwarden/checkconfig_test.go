@@ -34,7 +34,7 @@ func TestPrintConfig(t *testing.T) {
 			"hidden reasoning models [o1*, o3*, o4*, gpt-5*, codex-*, gemini-2.5*, gemini-3*, grok-3-mini*, grok-4*] keep their output cap; background responses: reserve",
 			"1 limits:",
 			"  t                        5 tokens per minute, global, sliding_window, on store error deny",
-			"429s whose limit frees in more than 1m0s say x-should-retry: false and name the reset time (x-tokenwarden-reset-at)",
+			"429s whose limit frees in more than 2m0s say x-should-retry: false and name the reset time (x-tokenwarden-reset-at)",
 		}, []string{"allow_eviction", "max_message_timeout"}},
 		{"downgrade", `
 models: {default: {input: 1, output: 2}}
