@@ -247,6 +247,24 @@ func (c *Config) identity(f *file, p *problems) {
 	default:
 		p.add("other_paths", "%q is not pass or count", f.OtherPaths)
 	}
+	for _, name := range slices.Sorted(maps.Keys(f.UnmeteredAPIs)) {
+		switch v := f.UnmeteredAPIs[name]; v {
+		case "refuse":
+		case "allow":
+			if c.Server.AllowUnmetered == nil {
+				c.Server.AllowUnmetered = map[string]bool{}
+			}
+			c.Server.AllowUnmetered[name] = true
+			continue
+		default:
+			p.add("unmetered_apis."+name, "%q is not refuse or allow", v)
+		}
+		if !slices.Contains(extproc.UnmeteredFamilies(), name) {
+			// A refused family's name is checked here; an allowed one's
+			// by the server's options.
+			p.add("unmetered_apis."+name, "is not an unmetered API family (%s)", strings.Join(extproc.UnmeteredFamilies(), ", "))
+		}
+	}
 	id := &c.Server.Identity
 	for _, name := range slices.Sorted(maps.Keys(f.Identity.Attributes)) {
 		a := f.Identity.Attributes[name]

@@ -115,6 +115,7 @@ shutdown_grace: 3s
 admin_pprof: true
 strip_accept_encoding: true
 other_paths: count
+unmetered_apis: {openai.batches: allow, gemini.live: refuse}
 log: {level: debug, format: text}
 store:
   type: redis
@@ -158,7 +159,8 @@ azure: {deployments: {prod: gpt-4o}}
 	}
 	s := c.Server
 	if s.DefaultOutputCap != 777 || s.InjectOutputCap || s.InjectStreamUsage || !s.StripAcceptEncoding || !s.CountOtherPaths || !s.RefuseBackground ||
-		strings.Join(s.HiddenReasoningModels, ",") != "my-*" || s.AzureDeployments["prod"] != "gpt-4o" {
+		strings.Join(s.HiddenReasoningModels, ",") != "my-*" || s.AzureDeployments["prod"] != "gpt-4o" ||
+		len(s.AllowUnmetered) != 1 || !s.AllowUnmetered["openai.batches"] {
 		t.Errorf("server: got %+v", s)
 	}
 }
@@ -292,6 +294,11 @@ func TestParseErrors(t *testing.T) {
 		{"zero redis timeout", "store: {type: redis, redis: {url: 'redis://x', timeout: 0s}}\n", `config: store.redis.timeout: "0s" is not a positive duration`},
 		{"bad background", "settlement: {background: sometimes}\n", `config: settlement.background: "sometimes" is not reserve or refuse`},
 		{"bad other paths", "other_paths: meter\n", `config: other_paths: "meter" is not pass or count`},
+		{"bad unmetered policy", "unmetered_apis: {openai.batches: meter}\n", `config: unmetered_apis.openai.batches: "meter" is not refuse or allow`},
+		{"unknown unmetered family refused", "unmetered_apis: {openai.batch: refuse}\n",
+			"config: unmetered_apis.openai.batch: is not an unmetered API family (" + strings.Join(extproc.UnmeteredFamilies(), ", ") + ")"},
+		{"unknown unmetered family allowed", "unmetered_apis: {openai.batch: allow}\n",
+			"config: unmetered_apis.openai.batch: is not an unmetered API family (" + strings.Join(extproc.UnmeteredFamilies(), ", ") + ")"},
 		{"scope without source", limitsConfig("{name: a, dimension: tokens, scope: [team], limit: 1, window: 1m}"),
 			`config: limits[0].scope[0]: "team" has no source under identity.attributes (and is not model or api)`},
 		{"match without source", limitsConfig("{name: a, dimension: tokens, match: {team: x}, limit: 1, window: 1m}"),

@@ -34,6 +34,8 @@
 //	                                 is Store.AllowEviction
 //	identity                         Server.Identity (extproc.Identity)
 //	other_paths                      Server.CountOtherPaths (count)
+//	unmetered_apis                   Server.AllowUnmetered (the families set to
+//	                                 allow)
 //	estimation                       Tokenizer (tokenizer, chars_per_token,
 //	                                 per_model, exact_max_bytes, default_image),
 //	                                 from which Server.Counter is built; and

@@ -10,6 +10,7 @@ type file struct {
 	AdminTokenFile      string               `yaml:"admin_token_file"`
 	StripAcceptEncoding bool                 `yaml:"strip_accept_encoding"`
 	OtherPaths          string               `yaml:"other_paths"`
+	UnmeteredAPIs       map[string]string    `yaml:"unmetered_apis"`
 	Log                 logFile              `yaml:"log"`
 	Store               storeFile            `yaml:"store"`
 	Identity            identityFile         `yaml:"identity"`

@@ -316,7 +316,7 @@ func startRig(t *testing.T, envoyBin string) (*e2eRig, error) {
 	// process can take a port chosen in advance.
 	cfg := filepath.Join(dir, "envoy.yaml")
 	a := addrs{listen: "127.0.0.1:0", admin: "127.0.0.1:0", tokenwarden: r.tw.listen, upstream: r.llmAddr}
-	if err := os.WriteFile(cfg, renderBootstrap(t, a, e2eRigRoutes(t), e2eFallbackRoute(t, r.llm2Addr), e2eRigRequestAttributes(t), e2eAppRoute(t, r.app.addr)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, renderBootstrap(t, a, e2eRigRoutes(t), e2eFallbackRoute(t, r.llm2Addr), e2eRigRequestAttributes(t), e2eAppRoute(t, r.app.addr), e2eWebSocketUpgrades(t)), 0o644); err != nil {
 		return nil, err
 	}
 	adminFile := filepath.Join(dir, "envoy-admin-address")

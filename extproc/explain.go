@@ -73,10 +73,18 @@ func (e *RefusedError) Error() string { return strconv.Itoa(e.Status) + " " + e.
 // as the decision on a request's body (see parse) — and says how the
 // server meters it. A body the server refuses is a *RefusedError with
 // the server's reply. Explain reserves nothing and counts nothing: no
-// identity is read, and no limit is consulted.
+// identity is read, no header either (a request is explained as sent
+// without any), and no limit is consulted.
 func (s *Server) Explain(path string, body []byte) (*Explanation, error) {
 	s = s.current()
 	t := s.classify(path)
+	if f := t.family; f != nil && f.needsAnthropicVersion {
+		// Explained as sent without headers: not the family's.
+		t = target{other: true}
+	}
+	if f := t.family; f != nil && !s.opts.AllowUnmetered[f.name] {
+		return nil, &RefusedError{Status: llm.Forbidden.Status(), Message: familyRefusal(f)}
+	}
 	if t.api == nil {
 		return &Explanation{Passes: t.other && !s.opts.CountOtherPaths}, nil
 	}

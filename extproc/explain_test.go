@@ -84,6 +84,9 @@ var pathVariants = []explainCase{
 	{path: "/model/us.anthropic.claude-sonnet-4-20250514-v1%3A0/converse", file: "bedrock/converse_stream_request.json"},
 	{path: "/v1/threads/thread_1/messages", file: "anthropic/messages_request.json"},
 	{path: "/v1/images/generations", file: "openai/chat_request.json"},
+	{path: "/v1/Batches;x=1", body: `{"input_file_id":"file-1","endpoint":"/v1/chat/completions","completion_window":"24h"}`},
+	{path: "/v1/models/gpt-4o", file: "openai/chat_request.json"},
+	{path: "/v1/messages/count_tokens", file: "anthropic/messages_request.json"},
 	{path: "/v1/chat/completions", body: ""},
 	{path: "/v1/chat/completions", body: `{"model":"gpt-4o","messages":[],"max_tokens":5,"MAX_TOKENS":64000}`},
 }
@@ -250,7 +253,7 @@ func TestExplain(t *testing.T) {
 			body: `{"model":"text-embedding-3-small","input":"Hi"}`,
 			want: extproc.Explanation{API: "openai.embeddings", Metered: true, Model: "text-embedding-3-small", Choices: 1},
 		},
-		{name: "not an LLM API", path: "/v1/threads/t/messages", body: `{"role":"user","content":"Hi"}`, want: extproc.Explanation{Passes: true}},
+		{name: "not an LLM API", path: "/v1/messages/count_tokens", body: `{"model":"claude-sonnet-4-5","messages":[]}`, want: extproc.Explanation{Passes: true}},
 		{name: "no body", path: "/v1/chat/completions", want: extproc.Explanation{API: "openai.chat"}},
 	}
 	for _, tc := range tests {

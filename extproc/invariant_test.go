@@ -200,7 +200,7 @@ func TestProcessingModesThatCannotMeterAreRefused(t *testing.T) {
 	t.Run("other paths pass with the body not sent", func(t *testing.T) {
 		r := tightRig(t, envoytest.Filter{RequestBody: envoytest.None})
 		req := chatRequest("a", []byte(`{"x":1}`))
-		req.Path = "/v1/files"
+		req.Path = "/v1/models"
 		var up calledUpstream
 		wantStatus(t, r.envoy.Do(t.Context(), req, up.json(200, []byte(`{}`))), 200)
 	})

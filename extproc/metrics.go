@@ -32,7 +32,7 @@ type metrics struct {
 // outcomes are the outcome label values of tokenwarden_requests_total:
 // the limiter's (accounting.Outcome) and the server's own refusals. It is
 // the one count of admission outcomes; the limiter keeps none.
-var outcomes = [...]string{"admitted", "failed_open", "rejected", "never_fits", "run_over", "downgraded", "cancelled", "unavailable", "bad_request", "unauthenticated", "misconfigured", "unmetered", "passed"}
+var outcomes = [...]string{"admitted", "failed_open", "rejected", "never_fits", "run_over", "downgraded", "cancelled", "unavailable", "bad_request", "unauthenticated", "misconfigured", "unmetered", "passed", "refused"}
 
 // bases are the basis label values of tokenwarden_settlement_basis_total.
 var bases = [...]Basis{BasisUsage, BasisEstimate, BasisReserved, BasisRefused, BasisRequest}
@@ -45,7 +45,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokenwarden_requests_total",
-			Help: "Requests by API and outcome: admitted, failed_open (admitted unreserved: the store failed and every limit allows that), rejected (429), never_fits (429: larger than a limit's capacity), run_over (429: an agent run's lifetime budget is spent), downgraded (admitted on the fallback model a refusing limit names, after its wait if it has one), cancelled (the client left while its request waited for capacity), unavailable (503: the store failed under a deny limit), bad_request, unauthenticated, misconfigured (the filter's processing mode cannot meter it), unmetered (a response began before the request body completed), passed (not an LLM API path, passed untouched: no identity asked, nothing reserved).",
+			Help: "Requests by API and outcome: admitted, failed_open (admitted unreserved: the store failed and every limit allows that), rejected (429), never_fits (429: larger than a limit's capacity), run_over (429: an agent run's lifetime budget is spent), downgraded (admitted on the fallback model a refusing limit names, after its wait if it has one), cancelled (the client left while its request waited for capacity), unavailable (503: the store failed under a deny limit), bad_request, unauthenticated, misconfigured (the filter's processing mode cannot meter it), unmetered (a response began before the request body completed), passed (not an LLM API path, passed untouched: no identity asked, nothing reserved), refused (403: a call of an unmetered API family the config does not allow, see unmetered_apis).",
 		}, []string{"api", "outcome"}),
 		settlements: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokenwarden_settlement_basis_total",
@@ -71,6 +71,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	for _, api := range azureAPIs {
 		m.addAPI(api.Name())
+	}
+	for i := range families {
+		m.addAPI(families[i].name)
 	}
 	n := len(m.apiIndex)
 	m.byOutcome = make([][len(outcomes)]lazyCounter, n)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/internal/llm"
-	"github.com/tokenwarden/tokenwarden/internal/llm/openai"
 )
 
 // setHeader returns a header mutation entry that replaces any existing
@@ -63,9 +62,9 @@ func appendDecimal(dst []byte, u uint64) []byte {
 
 // immediate builds a local reply: Envoy sends it to the client in place of
 // the upstream's response and closes the stream.
-func immediate(api llm.API, e llm.Error, details string, headers []*corev3.HeaderValueOption) *extprocv3.ProcessingResponse {
+func immediate(api errorShape, e llm.Error, details string, headers []*corev3.HeaderValueOption) *extprocv3.ProcessingResponse {
 	if api == nil {
-		api = openai.Chat{}
+		api = openaiShape{}
 	}
 	reply := api.RenderError(e)
 	headers = append(headers, setHeader("content-type", "application/json"))
@@ -93,7 +92,7 @@ func immediate(api llm.API, e llm.Error, details string, headers []*corev3.Heade
 // that has a reset time (not a request too large for the limit, nor a
 // run's spent budget) carries it in retry-after, retry-after-ms and, as an
 // RFC 3339 time, x-tokenwarden-reset-at.
-func rejection(api llm.API, r *accounting.Reservation, extra []*corev3.HeaderValueOption, now time.Time, maxWait time.Duration) *extprocv3.ProcessingResponse {
+func rejection(api errorShape, r *accounting.Reservation, extra []*corev3.HeaderValueOption, now time.Time, maxWait time.Duration) *extprocv3.ProcessingResponse {
 	t := &r.Trip
 	d := t.Limit.Dimension
 	headers := rateLimitHeaders(&r.Dims, make([]*corev3.HeaderValueOption, 0, 3*numDims+8))
@@ -152,7 +151,7 @@ func per(l *accounting.Limit) string {
 	return " per " + l.Window.String()
 }
 
-func unavailable(api llm.API) *extprocv3.ProcessingResponse {
+func unavailable(api errorShape) *extprocv3.ProcessingResponse {
 	return immediate(api, llm.Error{Kind: llm.Unavailable, Code: "limiter_unavailable",
 		Message: "The rate limiter is unavailable, so the request cannot be admitted. Please try again shortly."},
 		"tokenwarden_limiter_unavailable", []*corev3.HeaderValueOption{setHeader("retry-after", "1")})
@@ -176,6 +175,20 @@ func misconfigured(api llm.API, why string) *extprocv3.ProcessingResponse {
 	return immediate(api, llm.Error{Kind: llm.Unavailable, Code: "limiter_misconfigured",
 		Message: "The rate limiter cannot meter this request: " + why + "."},
 		"tokenwarden_misconfigured", nil)
+}
+
+// refusedFamily refuses a request of an unmetered path family the
+// options do not allow: what it spends cannot be reserved (see
+// families.go).
+func refusedFamily(f *family, shape errorShape) *extprocv3.ProcessingResponse {
+	return immediate(shape, llm.Error{Kind: llm.Forbidden, Code: "unmetered_api_refused", Message: familyRefusal(f)},
+		"tokenwarden_unmetered_refused", nil)
+}
+
+// familyRefusal is the message of refusedFamily.
+func familyRefusal(f *family) string {
+	return "This proxy meters what each call spends, and cannot meter " + f.name + " calls, so it refuses them. " +
+		"An operator can allow them with unmetered_apis: {" + f.name + ": allow} in tokenwarden's config."
 }
 
 // unmetered refuses a response to a metered request whose body never

@@ -79,6 +79,11 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata, 
 	// A client's own routing header: Envoy may have matched the route on
 	// it already (see forgedRouteModel).
 	_, forged := headerValue(h, RouteModelHeader)
+	if f := st.target.family; f != nil {
+		if resp, done := st.unmeteredFamily(f, h); done {
+			return resp, true
+		}
+	}
 	if st.target.other && !st.s.opts.CountOtherPaths {
 		st.s.m.request(apiName(nil), "passed")
 		return passOther(forged), false
@@ -114,10 +119,11 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata, 
 		return meteredHeadersReplies[b2i(strip)][b2i(streamed)][b2i(forged)], false
 	}
 
-	// Not an LLM call: count it as a request now, and ask Envoy not to
-	// send either body (an override sets both body modes).
+	// Not an LLM call, or one of an unmetered family the options allow:
+	// count it as a request now, and ask Envoy not to send either body
+	// (an override sets both body modes).
 	st.target.api = nil
-	st.attrs = append(st.attrs, accounting.Attribute{Name: "api", Value: "other"})
+	st.attrs = append(st.attrs, accounting.Attribute{Name: "api", Value: st.target.name()})
 	if resp, done := st.reserve(accounting.Request{Attributes: st.attrs, RequestsOnly: true}, nil); done {
 		return resp, true
 	}
@@ -352,7 +358,7 @@ func (st *stream) admissionMetadata(md *dynamicMetadata) {
 // reply that ends the request, and done. With downgrade (see
 // [stream.downgrader]), a refusal may be admitted on a fallback model.
 func (st *stream) reserve(req accounting.Request, downgrade func(model string) bool) (resp *extprocv3.ProcessingResponse, done bool) {
-	api := st.target.api
+	api := st.target.shape()
 	start := time.Now()
 	var res, refused *accounting.Reservation
 	var err error
@@ -371,17 +377,17 @@ func (st *stream) reserve(req accounting.Request, downgrade func(model string) b
 		st.traceReserved(res, took)
 	}
 	if err != nil {
-		st.s.log.Error("reservation failed", "api", apiName(api), "err", err)
-		st.count(api, "unavailable")
+		st.s.log.Error("reservation failed", "api", st.target.name(), "err", err)
+		st.countAs(st.target.name(), "unavailable")
 		return unavailable(api), true
 	}
 	if !res.Admitted {
-		st.count(api, string(res.Outcome()))
+		st.countAs(st.target.name(), string(res.Outcome()))
 		if st.s.log.Enabled(st.ctx, slog.LevelDebug) {
-			st.s.log.Debug("rejected", "api", apiName(api), "limit", res.Trip.Limit.Name,
+			st.s.log.Debug("rejected", "api", st.target.name(), "limit", res.Trip.Limit.Name,
 				"requested", res.Trip.Requested, "retry_after", res.Trip.RetryAfter, "never_fits", res.Trip.NeverFits)
 		}
-		resp := rejection(api, res, st.s.standardRateLimitHeaders(api, &res.Dims, nil), time.Now(), st.s.opts.ShouldRetryMax)
+		resp := rejection(api, res, st.s.standardRateLimitHeaders(st.target.api, &res.Dims, nil), time.Now(), st.s.opts.ShouldRetryMax)
 		var buf [256]byte
 		md := newDynamicMetadata(buf[:])
 		md.known(MetaDecision, "rejected")
@@ -396,6 +402,6 @@ func (st *stream) reserve(req accounting.Request, downgrade func(model string) b
 	if refused != nil {
 		outcome = st.downgraded(refused, res)
 	}
-	st.count(api, outcome)
+	st.countAs(st.target.name(), outcome)
 	return nil, false
 }

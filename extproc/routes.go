@@ -49,6 +49,9 @@ type target struct {
 	// azureBody: an Azure OpenAI path whose body's "model" names the
 	// deployment (the v1 API, /openai/v1/…), mapped the same way.
 	azureBody bool
+	// family is the unmetered path family the path belongs to (see
+	// families.go), or nil: refused, or counted as a request.
+	family *family
 	// other: no LLM path family matched; the request passes untouched
 	// unless Options.CountOtherPaths. Only classify's last return sets
 	// it, so that a target of any family, metered or refused, never
@@ -93,7 +96,34 @@ func (s *Server) classify(rawPath string) target {
 			return target{api: r.api, azureBody: strings.Contains(p, "/openai/")}
 		}
 	}
+	if f := matchFamily(p); f != nil {
+		return target{family: f}
+	}
 	return target{other: true}
+}
+
+// name is the target's api attribute: its API's name, its unmetered
+// family's, or "other".
+func (t *target) name() string {
+	switch {
+	case t.api != nil:
+		return t.api.Name()
+	case t.family != nil:
+		return t.family.name
+	}
+	return "other"
+}
+
+// shape is the error shape of the target's replies: its API's, its
+// unmetered family's, or nil (OpenAI's, see immediate).
+func (t *target) shape() errorShape {
+	switch {
+	case t.api != nil:
+		return t.api
+	case t.family != nil:
+		return t.family.shape
+	}
+	return nil
 }
 
 // azure classifies an Azure OpenAI deployment path. Azure serves the

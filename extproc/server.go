@@ -55,6 +55,12 @@ type Options struct {
 	// no header changed but a client's RouteModelHeader, so that a
 	// filter that reaches other applications' routes leaves them alone.
 	CountOtherPaths bool
+	// AllowUnmetered lets the calls of the named unmetered path
+	// families (see [UnmeteredFamilies]) through, counted on the
+	// requests and concurrent dimensions as requests of API <family>;
+	// any other such call is refused with a 403, since what it spends
+	// cannot be reserved. nil allows none.
+	AllowUnmetered map[string]bool
 	// MaxBuffer bounds what a usage reader keeps of a response (a JSON
 	// body, one SSE event); zero means DefaultMaxBuffer.
 	MaxBuffer int

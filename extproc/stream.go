@@ -218,9 +218,14 @@ func (st *stream) outOfOrder(what string) (*extprocv3.ProcessingResponse, bool) 
 }
 
 func (st *stream) count(api llm.API, outcome string) {
-	st.s.m.request(apiName(api), outcome)
+	st.countAs(apiName(api), outcome)
+}
+
+// countAs counts a request of the API or family name with outcome.
+func (st *stream) countAs(name, outcome string) {
+	st.s.m.request(name, outcome)
 	if st.s.tracer != nil {
-		st.traceDecision(api, outcome)
+		st.traceDecision(name, outcome)
 	}
 }
 

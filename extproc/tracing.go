@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
-	"github.com/tokenwarden/tokenwarden/internal/llm"
 )
 
 // TracerName is the instrumentation scope of the server's spans.
@@ -124,7 +123,7 @@ func (st *stream) traceReserved(res *accounting.Reservation, store time.Duration
 
 // traceDecision records the decision span, once, when a request's
 // outcome is counted.
-func (st *stream) traceDecision(api llm.API, outcome string) {
+func (st *stream) traceDecision(api string, outcome string) {
 	tr := &st.tr
 	if tr.decided {
 		return
@@ -139,7 +138,7 @@ func (st *stream) traceDecision(api llm.API, outcome string) {
 		start = time.Now()
 	}
 	attrs := make([]attribute.KeyValue, 0, 12+len(st.s.opts.TraceAttributes))
-	attrs = append(attrs, attribute.String(AttrAPI, apiName(api)), attribute.String(AttrOutcome, outcome))
+	attrs = append(attrs, attribute.String(AttrAPI, api), attribute.String(AttrOutcome, outcome))
 	if st.req.Model != "" {
 		attrs = append(attrs, attribute.String(AttrModel, boundedModel(st.req.Model)))
 	}

@@ -54,6 +54,11 @@ func (o *Options) Validate() error {
 			bad("service_tiers."+tier, "%v is not a price factor (0 < factor ≤ 1000)", f)
 		}
 	}
+	for _, name := range slices.Sorted(maps.Keys(o.AllowUnmetered)) {
+		if !slices.Contains(UnmeteredFamilies(), name) {
+			bad("unmetered_apis."+name, "is not an unmetered API family (%s)", strings.Join(UnmeteredFamilies(), ", "))
+		}
+	}
 	errs = append(errs, o.validateTracing()...)
 	return errors.Join(errs...)
 }

@@ -14,6 +14,9 @@ const (
 	Unauthenticated
 	// InvalidRequest is a 400: the body or an identity value is unusable.
 	InvalidRequest
+	// Forbidden is a 403: a call tokenwarden cannot meter, which the
+	// operator has not allowed.
+	Forbidden
 )
 
 // Status returns the HTTP status of the kind.
@@ -25,6 +28,8 @@ func (k ErrorKind) Status() int {
 		return 503
 	case Unauthenticated:
 		return 401
+	case Forbidden:
+		return 403
 	}
 	return 400
 }

@@ -25,6 +25,8 @@ func RenderError(e llm.Error) llm.Reply {
 		typ = "api_error"
 	case llm.Unauthenticated:
 		typ = "authentication_error"
+	case llm.Forbidden:
+		typ = "permission_error"
 	}
 	type detail struct {
 		Type    string `json:"type"`

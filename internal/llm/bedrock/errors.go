@@ -16,7 +16,7 @@ func ErrorType(k llm.ErrorKind) string {
 		return "ThrottlingException"
 	case llm.Unavailable:
 		return "ServiceUnavailableException"
-	case llm.Unauthenticated:
+	case llm.Unauthenticated, llm.Forbidden:
 		return "AccessDeniedException"
 	}
 	return "ValidationException"

@@ -21,6 +21,8 @@ func RenderError(e llm.Error) llm.Reply {
 		status = "UNAVAILABLE"
 	case llm.Unauthenticated:
 		status = "UNAUTHENTICATED"
+	case llm.Forbidden:
+		status = "PERMISSION_DENIED"
 	}
 	type detail struct {
 		Code    int    `json:"code"`
