@@ -25,6 +25,10 @@ type Explanation struct {
 	// counted (Options.CountOtherPaths off): the request passes
 	// untouched, counted nowhere.
 	Passes bool
+	// Unmetered: the path is of the unmetered API family API, which the
+	// options allow (Options.AllowUnmetered): the request is counted on
+	// the requests dimension only.
+	Unmetered bool
 	// Model is the model the request is priced and its limits matched
 	// as: the body's, the path's (Gemini, Bedrock), or the model an Azure
 	// OpenAI deployment is configured to serve.
@@ -82,8 +86,11 @@ func (s *Server) Explain(path string, body []byte) (*Explanation, error) {
 		// Explained as sent without headers: not the family's.
 		t = target{other: true}
 	}
-	if f := t.family; f != nil && !s.opts.AllowUnmetered[f.name] {
-		return nil, &RefusedError{Status: llm.Forbidden.Status(), Message: familyRefusal(f)}
+	if f := t.family; f != nil {
+		if !s.opts.AllowUnmetered[f.name] {
+			return nil, &RefusedError{Status: llm.Forbidden.Status(), Message: familyRefusal(f)}
+		}
+		return &Explanation{API: f.name, Unmetered: true}, nil
 	}
 	if t.api == nil {
 		return &Explanation{Passes: t.other && !s.opts.CountOtherPaths}, nil

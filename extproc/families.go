@@ -87,7 +87,6 @@ var families = []family{
 	// Google: the Gemini API and Vertex AI.
 	{name: "gemini.batches", match: anyOf(methods("batchgeneratecontent", "asyncbatchembedcontent"),
 		segmentsAfter("v1beta", "batches"), segmentsAfter("v1alpha", "batches"), hasSegment("batchpredictionjobs")), shape: googleShape{}},
-	{name: "gemini.embed", match: methods("embedcontent", "batchembedcontents"), shape: googleShape{}},
 	{name: "gemini.cached_contents", match: hasSegment("cachedcontents"), shape: googleShape{}},
 	{name: "gemini.live", match: func(p string) bool { return strings.Contains(p, "bidigeneratecontent") }, shape: googleShape{}},
 	{name: "vertex.predict", match: methods("predict", "predictlongrunning", "rawpredict", "streamrawpredict", "serverstreamingpredict",

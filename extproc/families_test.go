@@ -57,8 +57,6 @@ var unmeteredCases = []unmeteredCase{
 	{"gemini.batches", "POST", "/v1beta/models/gemini-embedding-001:asyncBatchEmbedContent", nil, "google"},
 	{"gemini.batches", "GET", "/v1beta/batches/b1", nil, "google"},
 	{"gemini.batches", "POST", "/v1/projects/p/locations/us-central1/batchPredictionJobs", nil, "google"},
-	{"gemini.embed", "POST", "/v1beta/models/gemini-embedding-001:embedContent", nil, "google"},
-	{"gemini.embed", "POST", "/v1beta/models/gemini-embedding-001:batchEmbedContents", nil, "google"},
 	{"gemini.cached_contents", "POST", "/v1beta/cachedContents", nil, "google"},
 	{"gemini.cached_contents", "PATCH", "/v1/projects/p/locations/us-central1/cachedContents/c1", nil, "google"},
 	{"gemini.live", "GET", "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent", nil, "google"},

@@ -34,6 +34,7 @@ var routes = []route{
 	// not an LLM call.
 	{suffix: "/v1/messages", api: anthropic.Messages{}},
 	{match: gemini.MatchPath, api: gemini.GenerateContent{}},
+	{match: gemini.MatchEmbedPath, api: gemini.EmbedContent{}},
 	{match: bedrock.MatchPath, api: bedrock.Converse{}},
 }
 

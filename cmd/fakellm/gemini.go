@@ -69,7 +69,8 @@ func geminiUsage(u usage, output int) map[string]any {
 }
 
 // serveGemini answers POST /v1beta/models/{model}:generateContent and
-// :streamGenerateContent (SSE with ?alt=sse, else a streamed JSON array).
+// :streamGenerateContent (SSE with ?alt=sse, else a streamed JSON array),
+// and the embedding methods (see serveGeminiEmbed).
 func serveGemini(log *slog.Logger, w http.ResponseWriter, r *http.Request) {
 	model, method, _ := strings.Cut(r.PathValue("call"), ":")
 	var stream bool
@@ -77,6 +78,9 @@ func serveGemini(log *slog.Logger, w http.ResponseWriter, r *http.Request) {
 	case "generateContent":
 	case "streamGenerateContent":
 		stream = true
+	case "embedContent", "batchEmbedContents":
+		serveGeminiEmbed(log, w, r, model, method == "batchEmbedContents")
+		return
 	default:
 		geminiError(w, http.StatusNotFound, "fakellm: unknown method "+method)
 		return

@@ -162,3 +162,28 @@ func TestGeminiEscapedPath(t *testing.T) {
 		}
 	}
 }
+
+// TestGeminiEmbed covers embedContent and batchEmbedContents: the Gemini
+// API's shapes (testdata/gemini/embed.json, batch_embed.json), one
+// embedding per request, and no usage.
+func TestGeminiEmbed(t *testing.T) {
+	srv := newTestServer(t)
+	r := call(t, srv, "/v1beta/models/gemini-embedding-001:embedContent", `{"content":{"parts":[{"text":"hi"}]}}`, nil)
+	if r.status != 200 {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	m := decodeJSON(t, r.body)
+	if e, ok := m["embedding"].(map[string]any); !ok || len(e["values"].([]any)) == 0 || m["usageMetadata"] != nil {
+		t.Errorf("embedContent: got %s, want an embedding and no usage", r.body)
+	}
+	r = call(t, srv, "/v1beta/models/gemini-embedding-001:batchEmbedContents",
+		`{"requests":[{"model":"models/gemini-embedding-001","content":{"parts":[{"text":"a"}]}},{"model":"models/gemini-embedding-001","content":{"parts":[{"text":"b"}]}}]}`, nil)
+	m = decodeJSON(t, r.body)
+	if e, ok := m["embeddings"].([]any); r.status != 200 || !ok || len(e) != 2 {
+		t.Errorf("batchEmbedContents: got %d %s, want two embeddings", r.status, r.body)
+	}
+	r = call(t, srv, "/v1beta/models/gemini-embedding-001:embedContent", `{}`, map[string]string{hdrStatus: "429"})
+	if m := decodeJSON(t, r.body); r.status != 429 || m["error"].(map[string]any)["status"] != "RESOURCE_EXHAUSTED" {
+		t.Errorf("a requested 429: got %d %s", r.status, r.body)
+	}
+}

@@ -118,6 +118,9 @@ func printExplanation(w io.Writer, path string, e *extproc.Explanation, counter 
 	case e.Passes:
 		fmt.Fprintf(w, "%s is not an LLM API path: the server passes the request untouched and counts it nowhere (other_paths: pass)\n", path)
 		return
+	case e.Unmetered:
+		fmt.Fprintf(w, "api %s cannot be metered, and the config allows it: the server reads no body and counts the request on the requests dimension only (unmetered_apis)\n", e.API)
+		return
 	case e.API == "":
 		fmt.Fprintf(w, "%s is not an LLM API path: the server reads no body and counts the request on the requests dimension only (other_paths: count)\n", path)
 		return

@@ -144,13 +144,19 @@ func TestRunEstimate(t *testing.T) {
 		},
 		{
 			name: "not an LLM API path",
-			args: []string{"-path", "/v1/threads/thread_1/messages", fixture("anthropic/messages_request.json")},
-			want: []string{"/v1/threads/thread_1/messages is not an LLM API path: the server passes the request untouched and counts it nowhere"},
+			args: []string{"-path", "/v1/messages/count_tokens", fixture("anthropic/messages_request.json")},
+			want: []string{"/v1/messages/count_tokens is not an LLM API path: the server passes the request untouched and counts it nowhere"},
 		},
 		{
 			name: "not an LLM API path, counted",
-			args: []string{"-config", cfg, "-path", "/v1/threads/thread_1/messages", fixture("anthropic/messages_request.json")},
-			want: []string{"/v1/threads/thread_1/messages is not an LLM API path: the server reads no body and counts the request on the requests dimension only"},
+			args: []string{"-config", cfg, "-path", "/v1/messages/count_tokens", fixture("anthropic/messages_request.json")},
+			want: []string{"/v1/messages/count_tokens is not an LLM API path: the server reads no body and counts the request on the requests dimension only"},
+		},
+		{
+			name:    "an unmetered API",
+			args:    []string{"-path", "/v1/batches"},
+			body:    `{"input_file_id":"file-1","endpoint":"/v1/chat/completions","completion_window":"24h"}`,
+			wantErr: "estimate: the server answers 403 This proxy meters what each call spends, and cannot meter openai.batches calls",
 		},
 		{
 			name: "no body",
@@ -249,7 +255,7 @@ func TestEstimateIsTheServers(t *testing.T) {
 // fails but with the server's refusal, and what it prints adds up.
 func FuzzEstimate(f *testing.F) {
 	paths := []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses", "/v1/messages",
-		"/v1beta/models/gemini-2.5-pro:generateContent", "/model/anthropic.m/converse", "/v1/threads/t/messages"}
+		"/v1beta/models/gemini-2.5-pro:generateContent", "/model/anthropic.m/converse", "/v1/messages/count_tokens", "/v1/batches"}
 	files, _ := filepath.Glob(filepath.Join("..", "..", "testdata", "*", "*request*.json"))
 	for i, name := range files {
 		b, err := os.ReadFile(name)
@@ -275,7 +281,7 @@ func FuzzEstimate(f *testing.F) {
 		path := paths[int(p)%len(paths)]
 		e, err := srv.Explain(path, body)
 		if err != nil {
-			if !strings.HasPrefix(err.Error(), "400 ") {
+			if !strings.HasPrefix(err.Error(), "400 ") && !strings.HasPrefix(err.Error(), "403 ") {
 				t.Fatalf("not the server's refusal: %v", err)
 			}
 			return

@@ -13,5 +13,5 @@ const fixtures llmtest.Dir = "../../../testdata/gemini"
 
 // TestConformance runs the wire-format suite over the fixtures.
 func TestConformance(t *testing.T) {
-	llmtest.Run(t, llmtest.Config{Dir: fixtures, APIs: map[string]llm.API{"generate_content": GenerateContent{}}})
+	llmtest.Run(t, llmtest.Config{Dir: fixtures, APIs: map[string]llm.API{"generate_content": GenerateContent{}, "embed_content": EmbedContent{}}})
 }
