@@ -43,7 +43,9 @@ var messagesFields = llm.NewFields().
 // ParseRequest implements llm.API. max_tokens is required by Anthropic;
 // a request without it is estimated at the default cap (plus the thinking
 // budget, which max_tokens must exceed) so that injecting the cap makes it
-// valid.
+// valid. With opts.Model set — Claude on Bedrock and on Vertex AI, where
+// the path names the model — the body's "model" is neither required nor
+// read.
 func (Messages) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.Request, error) {
 	var req llm.Request
 	var buf [7]gjson.Result
@@ -52,8 +54,10 @@ func (Messages) ParseRequest(_ string, body []byte, opts llm.ParseOptions) (llm.
 		return req, err
 	}
 	model, system, msgs, tools, maxTokens, thinking, stream := f[0], f[1], f[2], f[3], f[4], f[5], f[6]
-	if req.Model, err = llm.RequiredString(model, "model"); err != nil {
-		return req, err
+	if req.Model = opts.Model; req.Model == "" {
+		if req.Model, err = llm.RequiredString(model, "model"); err != nil {
+			return req, err
+		}
 	}
 	c := &counter{counter: opts.TokenCounter(), model: req.Model, text: llm.NewTextCounter(opts.Counter, req.Model)}
 	t := llm.NewTally(opts.Explain)

@@ -165,6 +165,10 @@ func (r *StreamReader) count(s string) {
 	r.observed += r.texts.Count(s)
 }
 
+// Event reads one event's payload, as a framing other than SSE carries
+// it (Bedrock's event stream, whose chunks each hold one).
+func (r *StreamReader) Event(data []byte) { r.readEvent(data, true) }
+
 // Write implements llm.UsageReader. (The method value r.onEvent does
 // not escape the decoder's Write, so it costs no allocation.)
 func (r *StreamReader) Write(p []byte) { r.dec.Write(p, r.onEvent) }
