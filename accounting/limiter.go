@@ -63,6 +63,10 @@ type Options struct {
 	// Regional keeps the limits marked AcrossRegions (see [Regional]);
 	// it is required when one is.
 	Regional Regional
+	// Now is the replica's clock, which times a reservation until its
+	// settlement (a provider's 429 blocks its limits for a time counted
+	// from the reservation, see [ProviderState]); nil means time.Now.
+	Now func() time.Time
 }
 
 // Validate reports every problem of the limits and prices, joined, each a
@@ -118,6 +122,7 @@ type Limiter struct {
 	m           *metrics
 	values      *limitValues
 	regional    Regional
+	now         func() time.Time
 	// shadowLogs rate-limits each shadow limit's log lines.
 	shadowLogs map[string]*shadowLog
 
@@ -182,6 +187,10 @@ func newLimiter(opts Options, m *metrics, bg *background) *Limiter {
 		m:           m,
 		background:  bg,
 		regional:    opts.Regional,
+		now:         opts.Now,
+	}
+	if l.now == nil {
+		l.now = time.Now
 	}
 	l.shadowLogs = newShadowLogs(l.limits)
 	if l.settleRetry <= 0 {
@@ -302,8 +311,11 @@ type reservedItem struct {
 	// privileged tier (see ReserveFor).
 	held int64
 	// remaining is what the counter had left after the reservation,
-	// which a provider's figures correct (see ProviderState).
+	// which a provider's figures correct (see ProviderState), and reset
+	// its Reset then, which dates a provider's block (see
+	// providerBlock).
 	remaining int64
+	reset     time.Duration
 }
 
 // Reservation is an admitted request's hold on its limits. Settle it
@@ -330,8 +342,10 @@ type Reservation struct {
 	// heldBack: refused only by what a limit keeps for a privileged
 	// tier (see [ReserveFor]).
 	heldBack bool
-	at       time.Time // when it was reserved, for the logs
-	settled  atomic.Bool
+	// at is when the store answered the reservation, on the Limiter's
+	// clock: for the logs, and to date a provider's block.
+	at      time.Time
+	settled atomic.Bool
 }
 
 // Reserve decides whether req may spend its estimate and, if so, reserves
@@ -427,7 +441,7 @@ func (l *Limiter) reserveOnce(ctx context.Context, req Request, grow bool) (*Res
 	ends = ends[:len(kept)]
 	keys, idEnd := reservationKeys(l.idPrefix, l.idSeq.Add(1), kept, req.Attributes, ends)
 	r.ID, r.Model, r.Estimate, r.Cost, r.PriceFactor = keys[:idEnd], req.Model, req.Estimate, cost, req.PriceFactor
-	r.l, r.at, r.price, r.hasPrice = l, time.Now(), price, hasPrice
+	r.l, r.price, r.hasPrice = l, price, hasPrice
 	if len(kept) == 0 {
 		r.Admitted = true
 		return r, nil
@@ -444,6 +458,7 @@ func (l *Limiter) reserveOnce(ctx context.Context, req Request, grow bool) (*Res
 	caps := l.leaseCaps(items, r.items)
 	// The caller's context as it is: the store bounds the call.
 	res, err := l.store.Reserve(ctx, ReserveRequest{ID: r.ID, Items: items})
+	r.at = l.now()
 	if err != nil {
 		if ctx.Err() == nil {
 			// A caller that left (the client hung up, Envoy ended the
@@ -480,6 +495,7 @@ func (l *Limiter) reserveOnce(ctx context.Context, req Request, grow bool) (*Res
 		r.items[i].counter = items[i].Counter
 		r.items[i].mark = res.States[i].Mark
 		r.items[i].remaining = res.States[i].Remaining
+		r.items[i].reset = res.States[i].Reset
 	}
 	if r.Admitted {
 		states := res.States

@@ -89,7 +89,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"limit"}),
 		providerBlocked: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokenwarden_provider_blocked_total",
-			Help: "Upstream 429s that charged a provider limit (one scoped by provider) up to its capacity, blocking that provider scope on every replica, by limit.",
+			Help: "Upstream 429s that blocked a provider limit (one scoped by provider) on every replica, for the 429's retry-after, at most a minute, by limit.",
 		}, []string{"limit"}),
 		providerCorrected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokenwarden_provider_corrected_total",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"time"
 )
 
 // AttributeProvider is the identity attribute that names the provider
@@ -45,33 +46,31 @@ func (l *Limit) validateProvider() error {
 // read from its status and rate-limit headers before they are removed.
 //
 // It corrects the reservation's provider limits at settlement, in the
-// same store call: what the provider says is left is the most the
-// counter may show, and a correction only ever charges. Given a state,
-// [Reservation.SettleProvider] books on each provider limit an extra
-// charge that brings what the counter has left, once the settlement
-// lands, down to what the provider says; never a refund, since the
-// provider's figures cover traffic tokenwarden does not see, and a
-// provider that counts differently must not hand out budget.
+// same store call, and only ever charges: the provider's figures cover
+// traffic tokenwarden does not see, and a provider that counts
+// differently must not hand out budget.
 //
-//   - RateLimited (the provider refused the request with a 429): every
-//     provider limit of the request whose dimension the reply states no
-//     remaining figure for (or a figure of 0) is charged up to its
-//     capacity, which blocks that provider scope for every replica
-//     sharing the store, for as long as a full counter of its algorithm
-//     lasts: to the end of a
-//     fixed window, for one window of a sliding window (the charge leaves
-//     with its slot), until a token bucket has refilled what the next
-//     request needs. The provider's retry-after is not a store figure:
-//     a limit modelling the account over the provider's own window frees
-//     about when the provider does.
 //   - RemainingTokens, RemainingRequests (x-ratelimit-remaining-*,
-//     anthropic-ratelimit-{tokens,requests}-remaining): a tokens or
-//     requests limit is charged what it thinks is left beyond the
-//     figure, on a 429 too. A provider answers 429 to a single request
-//     too large for its per-minute limit whatever the account has spent
-//     ("Request too large … Limit 30000, Requested 50000"); the figure
-//     then says the account is not exhausted, and a block would let one
-//     caller, with one such request a window, shut out every other.
+//     anthropic-ratelimit-{tokens,requests}-remaining): what the provider
+//     says is left is the most the counter may show. A tokens or requests
+//     limit is charged, where it was reserved, what it thinks is left
+//     beyond the figure, on any reply, a 429 included: a provider answers
+//     429 to a single request too large for its per-minute limit whatever
+//     the account has spent ("Request too large … Limit 30000, Requested
+//     50000"), and the figure then says the account is not exhausted.
+//   - RateLimited (the provider refused the request with a 429): a
+//     provider limit the reply states nothing left for (no figure for
+//     its dimension, or 0) is blocked for every replica sharing the
+//     store, for at most the provider's RetryAfter, and at most
+//     [MaxProviderBlock] (which is also the block when the 429 states no
+//     retry-after). The block is a charge of what the counter has left,
+//     booked so that it is gone within that time (see providerBlock);
+//     where the counter's algorithm cannot book one that goes so soon,
+//     nothing is blocked and the requests meet the provider's own 429s.
+//     A block never outlasts the provider's word: one caller that
+//     provokes a 429 (a request the estimate cannot see the size of)
+//     keeps the others out of the account no longer than the provider
+//     itself does.
 //
 // The counter's own "left" is what its reservation saw, less what this
 // settlement adds; requests admitted since by other replicas are not in
@@ -83,6 +82,23 @@ type ProviderState struct {
 	// is left when HasTokens and HasRequests are set.
 	RemainingTokens, RemainingRequests int64
 	HasTokens, HasRequests             bool
+	// RetryAfter is the 429's retry-after when HasRetryAfter is set.
+	RetryAfter    time.Duration
+	HasRetryAfter bool
+}
+
+// MaxProviderBlock is the longest a provider's 429 blocks a provider
+// limit, and the block of a 429 that states no retry-after (Gemini's and
+// Bedrock's, whose per-minute quotas free within it).
+const MaxProviderBlock = time.Minute
+
+// block is how long the 429 of ps blocks the limits it states nothing
+// left for: its retry-after, up to MaxProviderBlock.
+func (ps *ProviderState) block() time.Duration {
+	if !ps.HasRetryAfter {
+		return MaxProviderBlock
+	}
+	return min(max(ps.RetryAfter, 0), MaxProviderBlock)
 }
 
 // HasProviderLimits reports whether the reservation holds any provider
@@ -100,46 +116,62 @@ func (r *Reservation) HasProviderLimits() bool {
 // store call corrects the reservation's provider limits by ps. A store
 // failure is the settlement's: the correction is retried with it in the
 // background, and given up with it (logged, and counted in
-// tokenwarden_settlements_total as lost).
+// tokenwarden_settlements_total as lost); a block is not retried, as it
+// would land late.
 func (r *Reservation) SettleProvider(ctx context.Context, usage Usage, ps ProviderState) (bool, error) {
-	return r.settle(ctx, usage, &ps, false)
+	return r.settleProvider(ctx, usage, ps, r.l.now())
 }
 
-// providerExtra returns the extra charge ps asks of item it, which
-// settles at actual.
-func (l *Limiter) providerExtra(it *reservedItem, actual int64, ps *ProviderState) int64 {
+// settleProvider is SettleProvider at now on the Limiter's clock.
+func (r *Reservation) settleProvider(ctx context.Context, usage Usage, ps ProviderState, now time.Time) (bool, error) {
+	return r.settle(ctx, usage, &providerFeedback{ProviderState: ps, elapsed: now.Sub(r.at)}, false)
+}
+
+// providerFeedback is a ProviderState with the time from the
+// reservation's answer to its settlement.
+type providerFeedback struct {
+	ProviderState
+	elapsed time.Duration
+}
+
+// providerCharge returns what pf asks of item it, which settles at
+// actual: an extra charge booked with the settlement, and a block to
+// book beside it (Actual 0 when none).
+func (l *Limiter) providerCharge(it *reservedItem, actual int64, pf *providerFeedback) (int64, SettleItem) {
 	if !it.limit.ProviderLimit() {
-		return 0
-	}
-	var said int64
-	switch {
-	case it.limit.Dimension == Tokens && ps.HasTokens:
-		said = ps.RemainingTokens
-	case it.limit.Dimension == Requests && ps.HasRequests:
-		said = ps.RemainingRequests
-	case ps.RateLimited:
-		// A 429 that says nothing of this dimension: blocked. One that
-		// does is corrected to its figure above, as any reply is: a
-		// provider also answers 429 to one request too large for its
-		// per-minute limit, however little is spent, and a block then
-		// would let one caller shut every other out of the account.
-		said = 0
-	default:
-		return 0
-	}
-	said = max(0, said)
-	if ps.RateLimited && said == 0 {
-		l.m.providerBlocked.WithLabelValues(it.limit.Name).Inc()
+		return 0, SettleItem{}
 	}
 	// What the counter will have left once this settlement replaces the
 	// reserved amount with actual.
 	left := it.remaining + it.amount - actual
-	if left <= said {
-		return 0
+	said, stated := pf.remaining(it.limit.Dimension)
+	if pf.RateLimited && said == 0 {
+		// A 429 that leaves the limit nothing: blocked for a while. One
+		// that states more is corrected to its figure below, as any
+		// reply is.
+		amount, mark := providerBlock(it, left, pf.block(), pf.elapsed)
+		if amount <= 0 {
+			return 0, SettleItem{}
+		}
+		l.m.providerBlocked.WithLabelValues(it.limit.Name).Inc()
+		return 0, SettleItem{Counter: it.counter, Actual: amount, Mark: mark}
+	}
+	if !stated || left <= said {
+		return 0, SettleItem{}
 	}
 	extra := left - said
-	if !ps.RateLimited || said > 0 {
-		l.m.providerCorrected.WithLabelValues(it.limit.Name).Add(float64(extra))
+	l.m.providerCorrected.WithLabelValues(it.limit.Name).Add(float64(extra))
+	return extra, SettleItem{}
+}
+
+// remaining returns the figure ps states for dimension d, never below
+// zero, and whether it states one.
+func (ps *ProviderState) remaining(d Dimension) (int64, bool) {
+	switch {
+	case d == Tokens && ps.HasTokens:
+		return max(0, ps.RemainingTokens), true
+	case d == Requests && ps.HasRequests:
+		return max(0, ps.RemainingRequests), true
 	}
-	return extra
+	return 0, false
 }

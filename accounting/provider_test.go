@@ -3,6 +3,7 @@ package accounting_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
 	"github.com/tokenwarden/tokenwarden/accounting/memstore"
@@ -69,8 +70,9 @@ func TestProviderLimitPerModel(t *testing.T) {
 	}
 }
 
-// TestSettleProvider: a provider's 429 fills its limits; its remaining
-// figures lower them, never raise them; a tenant's limit is left alone.
+// TestSettleProvider: a provider's remaining figures lower its limits,
+// never raise them, on a 429 too; a tenant's limit is left alone. (Its
+// 429s block: TestProviderBlock.)
 func TestSettleProvider(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -78,22 +80,17 @@ func TestSettleProvider(t *testing.T) {
 		ps    accounting.ProviderState
 		// What each limit has left after the settlement.
 		tokensLeft, requestsLeft, tenantLeft int64
-		blocked                              float64 // per provider limit
 		corrected                            float64 // on the tokens limit
 	}{
-		{"a 429 blocks the provider", 0, accounting.ProviderState{RateLimited: true}, 0, 0, 10000, 1, 0},
-		{"remaining below the counter's", 1000, accounting.ProviderState{HasTokens: true, RemainingTokens: 5000}, 5000, 99, 9000, 0, 4000},
-		{"remaining above the counter's is no refund", 1000, accounting.ProviderState{HasTokens: true, RemainingTokens: 9500}, 9000, 99, 9000, 0, 0},
-		{"remaining requests", 1000, accounting.ProviderState{HasRequests: true, RemainingRequests: 10}, 9000, 10, 9000, 0, 0},
-		{"remaining below after a usage under the estimate", 200, accounting.ProviderState{HasTokens: true, RemainingTokens: 9000}, 9000, 99, 9800, 0, 800},
-		{"nothing stated", 1000, accounting.ProviderState{}, 9000, 99, 9000, 0, 0},
+		{"remaining below the counter's", 1000, accounting.ProviderState{HasTokens: true, RemainingTokens: 5000}, 5000, 99, 9000, 4000},
+		{"remaining above the counter's is no refund", 1000, accounting.ProviderState{HasTokens: true, RemainingTokens: 9500}, 9000, 99, 9000, 0},
+		{"remaining requests", 1000, accounting.ProviderState{HasRequests: true, RemainingRequests: 10}, 9000, 10, 9000, 0},
+		{"remaining below after a usage under the estimate", 200, accounting.ProviderState{HasTokens: true, RemainingTokens: 9000}, 9000, 99, 9800, 800},
+		{"nothing stated", 1000, accounting.ProviderState{}, 9000, 99, 9000, 0},
 		// A 429 for one request too large for the provider's per-minute
 		// limit: the figures say what is left, and nothing is blocked.
 		{"a 429 with figures is corrected to them", 0, accounting.ProviderState{RateLimited: true,
-			HasTokens: true, RemainingTokens: 8000, HasRequests: true, RemainingRequests: 90}, 8000, 90, 10000, 0, 2000},
-		{"a 429 with a figure of 0 blocks", 0, accounting.ProviderState{RateLimited: true, HasTokens: true}, 0, 0, 10000, 1, 0},
-		{"a 429 with a figure for one dimension blocks the other", 0, accounting.ProviderState{RateLimited: true,
-			HasRequests: true, RemainingRequests: 90}, 0, 90, 10000, 1, 0},
+			HasTokens: true, RemainingTokens: 8000, HasRequests: true, RemainingRequests: 90}, 8000, 90, 10000, 2000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -120,8 +117,8 @@ func TestSettleProvider(t *testing.T) {
 					t.Errorf("%s: %d left, want %d", c.lim.Name, got, c.want)
 				}
 			}
-			if got := gathered(t, reg, "tokenwarden_provider_blocked_total", "limit", "provider-tpm"); got != tt.blocked {
-				t.Errorf("blocked: got %v, want %v", got, tt.blocked)
+			if got := gathered(t, reg, "tokenwarden_provider_blocked_total", "limit", "provider-tpm"); got != 0 {
+				t.Errorf("blocked: got %v, want 0", got)
 			}
 			if got := gathered(t, reg, "tokenwarden_provider_corrected_total", "limit", "provider-tpm"); got != tt.corrected {
 				t.Errorf("corrected: got %v, want %v", got, tt.corrected)
@@ -132,38 +129,55 @@ func TestSettleProvider(t *testing.T) {
 
 // TestSettleProviderStoreFailure: a correction whose store call fails
 // is retried with its settlement and lands when the store is back; one
-// the store never takes is given up with it, counted as lost.
+// the store never takes is given up with it, counted as lost. A block is
+// not retried: booked later, it would last longer than the provider said.
 func TestSettleProviderStoreFailure(t *testing.T) {
-	tpm := limit("provider-tpm", accounting.Tokens, 10000, "provider", "model")
+	tpm := perMinute("provider-tpm", accounting.Tokens, 10000)
+	rpm := perMinute("provider-rpm", accounting.Requests, 100)
+	// A 429 that leaves 10 requests and says nothing of tokens: requests
+	// corrected, tokens blocked.
+	ps := accounting.ProviderState{RateLimited: true, HasRequests: true, RemainingRequests: 10}
 	for _, back := range []bool{true, false} {
 		name := map[bool]string{true: "store back", false: "store gone"}[back]
 		t.Run(name, func(t *testing.T) {
 			mem := memstore.New(memstore.Options{})
 			store := &flakyStore{Store: mem}
-			l, reg := limiterWithMetrics(t, store, tpm)
+			l, reg := limiterWithMetrics(t, store, tpm, rpm)
 			r, err := l.Reserve(t.Context(), accounting.Request{Attributes: onProvider, Estimate: accounting.Estimate{InputTokens: 1000}})
 			if err != nil || !r.Admitted {
 				t.Fatalf("Reserve: admitted %v, err %v", r != nil && r.Admitted, err)
 			}
 			store.down.Store(true)
-			if ok, err := r.SettleProvider(t.Context(), accounting.Usage{}, accounting.ProviderState{RateLimited: true}); !ok || err == nil {
+			if ok, err := r.SettleProvider(t.Context(), accounting.Usage{}, ps); !ok || err == nil {
 				t.Fatalf("SettleProvider with the store down: got %v %v, want true and the store's error", ok, err)
 			}
 			store.down.Store(!back)
 			closeLimiter(t, l) // the pending settlement tries once more, now
-			wantLeft, outcome := int64(0), "retried"
+			// Settled without the block, corrected to the figure.
+			tokensLeft, requestsLeft, outcome := int64(10000), int64(10), "retried"
 			if !back {
-				// The reservation's estimate stays charged; the block is lost.
-				wantLeft, outcome = 9000, "lost"
+				// The reservation's estimate stays charged; the
+				// correction is lost with it.
+				tokensLeft, requestsLeft, outcome = 9000, 99, "lost"
 			}
-			if got := leftOn(t, mem, tpm, onProvider); got != wantLeft {
-				t.Errorf("left: got %d, want %d", got, wantLeft)
+			if got := leftOn(t, mem, tpm, onProvider); got != tokensLeft {
+				t.Errorf("tokens left: got %d, want %d", got, tokensLeft)
+			}
+			if got := leftOn(t, mem, rpm, onProvider); got != requestsLeft {
+				t.Errorf("requests left: got %d, want %d", got, requestsLeft)
 			}
 			if got := metric(t, reg, "tokenwarden_settlements_total", outcome); got != 1 {
 				t.Errorf("settlements %s: got %v, want 1", outcome, got)
 			}
 		})
 	}
+}
+
+// perMinute is a provider limit over a sliding minute, per account and
+// model.
+func perMinute(name string, d accounting.Dimension, n int64) accounting.Limit {
+	return accounting.Limit{Name: name, Dimension: d, Scope: []string{"provider", "model"},
+		Algorithm: accounting.SlidingWindow, Limit: n, Window: time.Minute}
 }
 
 // leftOn returns what lim's counter for attrs has left, asking the store
@@ -183,7 +197,7 @@ func leftOn(t *testing.T, store accounting.Store, lim accounting.Limit, attrs ac
 // blocks nothing.
 func TestSettleProviderShadow(t *testing.T) {
 	store := memstore.New(memstore.Options{})
-	tpm := limit("provider-tpm", accounting.Tokens, 10000, "provider", "model")
+	tpm := perMinute("provider-tpm", accounting.Tokens, 10000)
 	tpm.Mode = accounting.Shadow
 	l, reg := limiterWithMetrics(t, store, tpm)
 	req := accounting.Request{Attributes: onProvider, Estimate: accounting.Estimate{InputTokens: 1000}}

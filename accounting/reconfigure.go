@@ -21,7 +21,7 @@ import (
 // MaxPendingSettlements, MaxWaiting and MaxWaitingPerKey zero or the
 // bounds l was made with (the retry slots and the requests waiting for
 // capacity are shared, so none of them can change); Logger nil means
-// l's, and Regional nil l's; Registerer is ignored (the metrics are l's,
+// l's, Regional nil l's, and Now nil l's; Registerer is ignored (the metrics are l's,
 // and count for the new limits too). Validate's problems are returned as New returns them.
 // Closing any of the Limiters made this way closes them all: they share
 // one set of retries.
@@ -44,6 +44,9 @@ func (l *Limiter) Reconfigure(opts Options) (*Limiter, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = l.log
+	}
+	if opts.Now == nil {
+		opts.Now = l.now
 	}
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("accounting: invalid options: %w", err)

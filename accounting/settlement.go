@@ -31,11 +31,11 @@ func (r *Reservation) Settle(ctx context.Context, usage Usage) (bool, error) {
 	return r.settle(ctx, usage, nil, false)
 }
 
-// settle is Settle, with the provider's corrections of ps when not nil
+// settle is Settle, with the provider's corrections of pf when not nil
 // (see [Reservation.SettleProvider]); with keep, every item but a lease
 // settles on what it reserved, whatever usage says (see
 // [Reservation.Hold]).
-func (r *Reservation) settle(ctx context.Context, usage Usage, ps *ProviderState, keep bool) (bool, error) {
+func (r *Reservation) settle(ctx context.Context, usage Usage, pf *providerFeedback, keep bool) (bool, error) {
 	if !r.settled.CompareAndSwap(false, true) {
 		return false, nil
 	}
@@ -68,8 +68,14 @@ func (r *Reservation) settle(ctx context.Context, usage Usage, ps *ProviderState
 			actual = 0
 			l.m.leases.WithLabelValues(it.limit.Name).Dec()
 		}
-		if ps != nil {
-			actual += l.providerExtra(&r.items[i], actual, ps)
+		if pf != nil {
+			extra, block := l.providerCharge(&r.items[i], actual, pf)
+			actual += extra
+			if block.Actual > 0 {
+				// After the reservation's items, a charge of its own on
+				// the same counter, booked where it is gone in time.
+				req.Items = append(req.Items, block)
+			}
 		}
 		req.Items[i] = SettleItem{Counter: it.counter, Reserved: it.amount, Actual: actual, Mark: it.mark}
 	}
@@ -86,6 +92,9 @@ func (r *Reservation) settle(ctx context.Context, usage Usage, ps *ProviderState
 		return true, nil
 	}
 	l.m.storeErrors.WithLabelValues("settle").Inc()
+	// Without the provider's blocks: one booked later would last longer
+	// than the provider said.
+	req.Items = req.Items[:len(r.items)]
 	l.settleLater(req, r.at, !errors.Is(err, ErrNotApplied))
 	return true, err
 }

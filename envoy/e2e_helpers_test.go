@@ -159,13 +159,14 @@ limits:
     window: 31d
   # A provider account, for the callers that name one in x-e2e-provider
   # only: the provider's 429s and remaining figures correct it, model by
-  # model.
+  # model. A sliding window of 20s (slots of 2s) lets a provider's 429 of
+  # a few seconds block it, for no longer than that.
   - name: e2e-provider-tokens
     dimension: tokens
     scope: [provider, model]
-    algorithm: fixed_window
+    algorithm: sliding_window
     limit: 100000
-    window: 31d
+    window: 20s
   # The same account per upstream cluster and the account the route's
   # metadata names, which Envoy sends in the request attributes the rig
   # asks for.

@@ -1,9 +1,10 @@
 package envoy
 
 import (
+	"fmt"
 	"net/http"
-	"strings"
 	"testing"
+	"time"
 )
 
 // e2eRigRequestAttributes has the rig's ext_proc filter send the upstream
@@ -85,23 +86,33 @@ func TestE2EProviderLimits(t *testing.T) {
 		}
 	})
 
-	t.Run("429 blocks the account", func(t *testing.T) {
+	// A provider 429 that states nothing left blocked the account for
+	// every tenant for the rest of the limit's window, whatever the
+	// provider's retry-after said. It blocks for no longer than that.
+	t.Run("429 blocks the account for its retry-after", func(t *testing.T) {
 		p := "blocked-" + a.tenant
-		refused := r.mustSend(t, a, chat, a.tenant+"-429", on(p, "x-fakellm-status", "429")...)
+		refused := r.mustSend(t, a, chat, a.tenant+"-429", on(p, "x-fakellm-status", "429", "x-fakellm-retry-after", "10")...)
 		e2eWantStatus(t, refused, http.StatusTooManyRequests)
+		met := time.Now()
 		if got := refused.header.Get("x-tokenwarden-limit"); got != "" {
 			t.Errorf("the provider's 429 names limit %q, want none", got)
 		}
-		if got := refused.header.Get("retry-after"); got != "1" {
-			t.Errorf("the provider's retry-after: got %q, want 1", got)
+		if got := refused.header.Get("retry-after"); got != "10" {
+			t.Errorf("the provider's retry-after: got %q, want 10", got)
 		}
 		for i, c := range []e2eCaller{a, b} {
-			resp := r.mustSend(t, c, chat, c.tenant+"-after429", on(p)...)
+			resp := r.mustSend(t, c, chat, fmt.Sprintf("%s-after429-%d", c.tenant, i), on(p)...)
 			e2eWantStatus(t, resp, http.StatusTooManyRequests)
-			if got := resp.header.Get("x-tokenwarden-limit"); !strings.HasPrefix(got, "e2e-provider-") {
-				t.Errorf("caller %d after the provider's 429: x-tokenwarden-limit %q, want a provider limit", i, got)
+			if got := resp.header.Get("x-tokenwarden-limit"); got != "e2e-provider-tokens" {
+				t.Errorf("caller %d after the provider's 429: x-tokenwarden-limit %q, want e2e-provider-tokens", i, got)
+			}
+			if got := e2eIntHeader(t, resp, "retry-after"); got > 10 {
+				t.Errorf("caller %d after the provider's 429: retry-after %d, want at most the provider's 10", i, got)
 			}
 		}
 		e2eWantStatus(t, r.mustSend(t, b, chat, b.tenant+"-other", on("other-"+a.tenant)...), http.StatusOK)
+		// Once the provider's wait is over, the account serves everyone.
+		time.Sleep(time.Until(met.Add(10 * time.Second)))
+		e2eWantStatus(t, r.mustSend(t, b, chat, b.tenant+"-after-wait", on(p)...), http.StatusOK)
 	})
 }

@@ -1,19 +1,23 @@
 package extproc_test
 
 import (
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/tokenwarden/tokenwarden/accounting"
+	"github.com/tokenwarden/tokenwarden/accounting/memstore"
 	"github.com/tokenwarden/tokenwarden/extproc"
 	"github.com/tokenwarden/tokenwarden/internal/envoytest"
 )
 
-// providerTPM models a provider account's 10000 tokens an hour for each
+// providerTPM models a provider account's 10000 tokens a minute for each
 // model, shared by every tenant sent to it; tenantTPM is each tenant's
 // own.
 var (
-	providerTPM = tokensLimit("provider-tpm", 10000, "provider", "model")
-	tenantTPM   = tokensLimit("tenant-tpm", 100000, "tenant")
+	providerTPM = accounting.Limit{Name: "provider-tpm", Dimension: accounting.Tokens, Scope: []string{"provider", "model"},
+		Algorithm: accounting.SlidingWindow, Limit: 10000, Window: time.Minute}
+	tenantTPM = tokensLimit("tenant-tpm", 100000, "tenant")
 )
 
 func withProvider(o *extproc.Options) {
@@ -34,9 +38,9 @@ func onAccount(provider, model string) accounting.Attributes {
 var usage1010 = []byte(`{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":1000,"total_tokens":1010}}`)
 
 // TestProviderRateLimitBlocks: the provider's own 429 blocks its
-// provider scope for every tenant, at once, until the provider limit's
-// window frees it; another provider and the tenants' own limits are
-// left alone, and the client gets the provider's 429 as it was.
+// provider scope for every tenant, at once, for no longer than the
+// provider's retry-after; another provider and the tenants' own limits
+// are left alone, and the client gets the provider's 429 as it was.
 func TestProviderRateLimitBlocks(t *testing.T) {
 	r := newRig(t, []accounting.Limit{providerTPM, tenantTPM}, withServer(withProvider))
 	wantStatus(t, r.envoy.Do(t.Context(), providerChat("a", "openai-main"), jsonUpstream(200, usage1010)), 200)
@@ -60,10 +64,50 @@ func TestProviderRateLimitBlocks(t *testing.T) {
 		if resp.Upstream != nil {
 			t.Errorf("tenant %s: a blocked provider was called", tenant)
 		}
+		if secs, err := strconv.Atoi(resp.Header.Get("retry-after")); err != nil || secs > 20 {
+			t.Errorf("tenant %s: retry-after %q, want at most the provider's 20", tenant, resp.Header.Get("retry-after"))
+		}
 	}
 	wantStatus(t, r.envoy.Do(t.Context(), providerChat("a", "openai-backup"), jsonUpstream(200, usage1010)), 200)
 	if used := r.used(t, "tenant-tpm", accounting.Attributes{{Name: "tenant", Value: "a"}}); used != 2*1010 {
 		t.Errorf("tenant a's own counter: %d used, want %d (the two completions; the refused call costs nothing)", used, 2*1010)
+	}
+}
+
+// TestProviderBlockLastsTheProviderWait: a Gemini 429 says nothing of
+// what is left nor when to retry, and a request whose size the estimate
+// cannot see (a fileData part) can provoke one. It blocks the account's
+// model for every tenant for at most a minute, whatever the windows of
+// its limits: the per-minute limit is blocked for that minute, a daily
+// one not at all. Another tenant is served again a minute later.
+func TestProviderBlockLastsTheProviderWait(t *testing.T) {
+	clock := &settableClock{now: time.Date(2026, time.March, 2, 9, 0, 10, 0, time.UTC)}
+	daily := accounting.Limit{Name: "provider-daily", Dimension: accounting.Tokens, Scope: []string{"provider", "model"},
+		Algorithm: accounting.FixedWindow, Limit: 1_000_000, Window: 24 * time.Hour}
+	r := newRig(t, []accounting.Limit{providerTPM, daily}, withServer(withProvider), withClock(clock))
+	gemini := func(tenant string, parts string) envoytest.Request {
+		return envoytest.Request{Path: "/v1beta/models/gemini-2.5-flash:generateContent",
+			Headers: [][2]string{{"content-type", "application/json"}, {"x-tenant-id", tenant}, {"x-provider", "vertex-main"}},
+			Body:    []byte(`{"contents":[{"role":"user","parts":[` + parts + `]}],"generationConfig":{"maxOutputTokens":100}}`)}
+	}
+	video := `{"fileData":{"mimeType":"video/mp4","fileUri":"gs://bucket/two-hours.mp4"}},{"text":"summarise"}`
+	exhausted := []byte(`{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED"}}`)
+	wantStatus(t, r.envoy.Do(t.Context(), gemini("a", video), jsonUpstream(429, exhausted)), 429)
+
+	resp := r.envoy.Do(t.Context(), gemini("b", `{"text":"hi"}`), jsonUpstream(200, []byte(`{"candidates":[]}`)))
+	wantStatus(t, resp, 429)
+	wantHeader(t, resp.Header, "x-tokenwarden-limit", "provider-tpm")
+	if secs, err := strconv.Atoi(resp.Header.Get("retry-after")); err != nil || secs > 60 {
+		t.Errorf("retry-after %q, want at most 60", resp.Header.Get("retry-after"))
+	}
+	clock.set(clock.Now().Add(accounting.MaxProviderBlock))
+	wantStatus(t, r.envoy.Do(t.Context(), gemini("b", `{"text":"hi"}`), jsonUpstream(200, []byte(`{"candidates":[]}`))), 200)
+}
+
+// withClock puts the store and the Limiter on c.
+func withClock(c *settableClock) rigOption {
+	return func(_ *extproc.Options, a *accounting.Options) {
+		a.Store, a.Now = memstore.New(memstore.Options{Now: c.Now}), c.Now
 	}
 }
 
@@ -149,7 +193,7 @@ func TestProviderFromUpstreamCluster(t *testing.T) {
 	req := chatRequest("a", contractChat)
 	req.Headers = append(req.Headers, [2]string{"x-provider", "elsewhere"})
 	req.Attributes = map[string]string{"xds.cluster_name": "openai-main"}
-	wantStatus(t, r.envoy.Do(t.Context(), req, jsonUpstream(429, []byte(`{}`), [2]string{"retry-after", "3"})), 429)
+	wantStatus(t, r.envoy.Do(t.Context(), req, jsonUpstream(429, []byte(`{}`), [2]string{"retry-after", "30"})), 429)
 	if used := r.used(t, "provider-tpm", onAccount("openai-main", "gpt-4o-mini")); used != 10000 {
 		t.Errorf("cluster openai-main after its 429: %d used, want 10000", used)
 	}

@@ -2,6 +2,7 @@ package extproc
 
 import (
 	"strconv"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -23,7 +24,7 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders, attrs map[string]*st
 	st.origin = responseOrigin(st.status, h, attrs)
 	if st.res != nil && st.res.HasProviderLimits() {
 		// Before the provider's rate-limit headers are removed below.
-		st.provider, st.hasProvider = providerState(st.status, st.origin, h)
+		st.provider, st.hasProvider = providerState(st.status, st.origin, h, time.Now())
 	}
 	if resp, last := st.checkMetered(); last {
 		return resp, true

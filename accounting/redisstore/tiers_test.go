@@ -83,16 +83,40 @@ func TestReserveForAcrossReplicas(t *testing.T) {
 }
 
 // TestProviderBlockAcrossReplicas: a provider's 429 settled on one
-// replica blocks the provider's scope on the other, for every algorithm
-// a provider limit may use; the remaining figure lowers it there too.
+// replica blocks the provider's scope on the other for a minute at most
+// (it states no retry-after), for the algorithms that let a block go in
+// time, and a token bucket not at all; the remaining figure lowers the
+// counter there too. Both replicas' stores and Limiters run on one
+// frozen clock, moved by the test.
 func TestProviderBlockAcrossReplicas(t *testing.T) {
 	srv := redistest.Start(t)
 	provider := accounting.Attributes{{Name: "provider", Value: "acct"}, {Name: "model", Value: "gpt-4o"}}
 	for _, alg := range []accounting.Algorithm{accounting.SlidingWindow, accounting.FixedWindow, accounting.TokenBucket} {
 		t.Run(alg.String(), func(t *testing.T) {
 			lim := accounting.Limit{Name: "provider-" + alg.String(), Dimension: accounting.Tokens, Scope: []string{"provider", "model"},
-				Algorithm: alg, Limit: 10000, Window: time.Hour}
-			ls := replicas(t, srv, 2, lim)
+				Algorithm: alg, Limit: 10000, Window: time.Minute}
+			// 50s into a minute: a fixed window ends within the block.
+			clock := &manualClock{now: time.Date(2026, time.March, 2, 9, 0, 50, 0, time.UTC)}
+			var stores []*Store
+			var ls []*accounting.Limiter
+			for range 2 {
+				s := newStore(t, srv, Options{})
+				s.frozen.Store(clock.Now().UnixMicro())
+				l, err := accounting.New(accounting.Options{Store: s, Limits: []accounting.Limit{lim}, Now: clock.Now})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = l.Close(context.Background()) })
+				stores, ls = append(stores, s), append(ls, l)
+			}
+			advance := func(d time.Duration) {
+				clock.mu.Lock()
+				clock.now = clock.now.Add(d)
+				clock.mu.Unlock()
+				for _, s := range stores {
+					s.frozen.Add(d.Microseconds())
+				}
+			}
 			req := accounting.Request{Attributes: provider, Estimate: accounting.Estimate{InputTokens: 100}}
 
 			r, err := ls[0].Reserve(t.Context(), req)
@@ -107,11 +131,10 @@ func TestProviderBlockAcrossReplicas(t *testing.T) {
 			if err != nil || !r.Admitted {
 				t.Fatalf("after the figure: admitted %v, err %v", r != nil && r.Admitted, err)
 			}
-			// 5000 left after the figure, less this request's 100 (a
-			// bucket may have refilled a token or two since).
-			if got := r.Dims[accounting.Tokens].Remaining; got < 4900 || got > 4902 {
+			if got := r.Dims[accounting.Tokens].Remaining; got != 4900 {
 				t.Errorf("the other replica sees %d left after the figure, want 4900", got)
 			}
+			advance(time.Second)
 			if _, err := r.SettleProvider(t.Context(), accounting.Usage{}, accounting.ProviderState{RateLimited: true}); err != nil {
 				t.Fatal(err)
 			}
@@ -119,10 +142,17 @@ func TestProviderBlockAcrossReplicas(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Admitted {
+			switch {
+			case alg == accounting.TokenBucket && !r.Admitted:
+				t.Errorf("a token bucket was blocked: refused by %s", r.Trip.Limit.Name)
+			case alg != accounting.TokenBucket && r.Admitted:
 				t.Errorf("a replica admitted a request to a provider another replica saw refuse: %d left", r.Dims[accounting.Tokens].Remaining)
-			} else if r.Trip.Limit.Name != lim.Name {
-				t.Errorf("refused by %s, want %s", r.Trip.Limit.Name, lim.Name)
+			case !r.Admitted && r.Trip.RetryAfter > accounting.MaxProviderBlock:
+				t.Errorf("refused until %s, want at most %s", r.Trip.RetryAfter, accounting.MaxProviderBlock)
+			}
+			advance(accounting.MaxProviderBlock)
+			if r, err = ls[0].Reserve(t.Context(), req); err != nil || !r.Admitted {
+				t.Errorf("a minute after the 429: admitted %v, err %v, want admitted", r != nil && r.Admitted, err)
 			}
 		})
 	}

@@ -29,7 +29,9 @@ func anthropicError(w http.ResponseWriter, status int, msg string) {
 		typ = "request_too_large"
 	case http.StatusTooManyRequests:
 		typ = "rate_limit_error"
-		w.Header().Set("Retry-After", "1")
+		if w.Header().Get("Retry-After") == "" {
+			w.Header().Set("Retry-After", "1")
+		}
 	case 529:
 		typ = "overloaded_error"
 	default:
@@ -103,6 +105,7 @@ func serveMessages(log *slog.Logger, w http.ResponseWriter, r *http.Request) {
 	}
 	if ctl.status != 0 {
 		logRequest(log, r, "anthropic.messages", req.Model, req.Stream, ctl.status, u)
+		ctl.setRetryAfter(w)
 		anthropicError(w, ctl.status, errorMessage(ctl.status))
 		return
 	}

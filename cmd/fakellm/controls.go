@@ -47,6 +47,9 @@ const (
 	// its limits.
 	hdrRemainingTokens   = "x-fakellm-ratelimit-remaining-tokens"
 	hdrRemainingRequests = "x-fakellm-ratelimit-remaining-requests"
+	// hdrRetryAfter sets the retry-after, in whole seconds, of the 429 that
+	// hdrStatus asks of OpenAI or Anthropic. Default 1. (Gemini sends none.)
+	hdrRetryAfter = "x-fakellm-retry-after"
 	// hdrCutAfter drops the connection after this many content chunks, before the
 	// events that close the stream (so no final usage is ever sent). On a JSON
 	// response it drops the connection half-way through the body.
@@ -77,8 +80,10 @@ type controls struct {
 	// remainingTokens and remainingRequests are the remaining figures the
 	// rate-limit headers state, as digits; "" means the defaults.
 	remainingTokens, remainingRequests string
-	cutAfter                           int // -1: never
-	resetBeforeHeaders                 bool
+	// retryAfter is a 429's retry-after, as digits; "" means 1.
+	retryAfter         string
+	cutAfter           int // -1: never
+	resetBeforeHeaders bool
 	// inputLiteral and outputLiteral, when set, are JSON numbers reported
 	// verbatim in place of the input and output counts.
 	inputLiteral, outputLiteral string
@@ -152,7 +157,22 @@ func parseControls(h http.Header) (controls, error) {
 		*dst = v
 		c.rateLimitHeaders = true
 	}
+	if v := strings.TrimSpace(h.Get(hdrRetryAfter)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 86400 || strconv.Itoa(n) != v {
+			return controls{}, fmt.Errorf("%s: want whole seconds in [0, 86400], got %q", hdrRetryAfter, v)
+		}
+		c.retryAfter = v
+	}
 	return c, nil
+}
+
+// setRetryAfter gives the 429 the error writers send the retry-after the
+// request asked for.
+func (c controls) setRetryAfter(w http.ResponseWriter) {
+	if c.retryAfter != "" && c.status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", c.retryAfter)
+	}
 }
 
 // remaining returns the figure a control set, or def.

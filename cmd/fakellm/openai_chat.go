@@ -44,7 +44,9 @@ func openAIError(w http.ResponseWriter, status int, msg string) {
 		typ = "server_error"
 	}
 	if status == http.StatusTooManyRequests {
-		w.Header().Set("Retry-After", "1")
+		if w.Header().Get("Retry-After") == "" {
+			w.Header().Set("Retry-After", "1")
+		}
 	}
 	writeJSON(w, controls{cutAfter: -1}, status, map[string]any{
 		"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": code},
@@ -145,6 +147,7 @@ func serveChat(log *slog.Logger, w http.ResponseWriter, r *http.Request, deploym
 	}
 	if ctl.status != 0 {
 		logRequest(log, r, "openai.chat", req.Model, req.Stream, ctl.status, u)
+		ctl.setRetryAfter(w)
 		openAIError(w, ctl.status, errorMessage(ctl.status))
 		return
 	}

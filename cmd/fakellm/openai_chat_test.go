@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -226,6 +227,27 @@ func TestChatRemainingFigures(t *testing.T) {
 		}
 		if status == "429" && r.header.Get("retry-after") == "" {
 			t.Error("a 429 without retry-after")
+		}
+	}
+}
+
+// TestRetryAfterControl: a 429 that x-fakellm-retry-after shapes states
+// that wait, from OpenAI and Anthropic alike; without it, 1.
+func TestRetryAfterControl(t *testing.T) {
+	srv := newTestServer(t)
+	for _, c := range []struct{ path, body string }{
+		{chatPath, `{"model":"m"}`},
+		{messagesPath, `{"model":"c","max_tokens":10}`},
+	} {
+		for _, want := range []string{"7", ""} {
+			h := map[string]string{hdrStatus: "429"}
+			if want != "" {
+				h[hdrRetryAfter] = want
+			}
+			r := call(t, srv, c.path, c.body, h)
+			if got := r.header.Get("retry-after"); got != cmp.Or(want, "1") {
+				t.Errorf("%s, %s %q: retry-after %q, want %q", c.path, hdrRetryAfter, want, got, cmp.Or(want, "1"))
+			}
 		}
 	}
 }

@@ -59,6 +59,7 @@ func serveResponses(log *slog.Logger, w http.ResponseWriter, r *http.Request) {
 	}
 	if ctl.status != 0 {
 		logRequest(log, r, "openai.responses", req.Model, req.Stream, ctl.status, u)
+		ctl.setRetryAfter(w)
 		openAIError(w, ctl.status, errorMessage(ctl.status))
 		return
 	}

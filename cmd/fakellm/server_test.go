@@ -173,6 +173,9 @@ func TestParseControls(t *testing.T) {
 		{"negative remaining", map[string]string{hdrRemainingTokens: "-1"}, controls{}, hdrRemainingTokens},
 		{"remaining with a sign", map[string]string{hdrRemainingRequests: "+5"}, controls{}, hdrRemainingRequests},
 		{"remaining too large", map[string]string{hdrRemainingTokens: "9999999999999999"}, controls{}, hdrRemainingTokens},
+		{"retry-after", map[string]string{hdrRetryAfter: "7"},
+			controls{inputTokens: -1, outputTokens: defaultOutputTokens, chunks: defaultChunks, cutAfter: -1, retryAfter: "7"}, ""},
+		{"retry-after not whole seconds", map[string]string{hdrRetryAfter: "1.5"}, controls{}, hdrRetryAfter},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -130,7 +130,7 @@ func printConfig(w io.Writer, cfg *config.Config) {
 				f.Attribute, formatLimit(l.Dimension, f.Ceiling), formatLimit(l.Dimension, l.Limit))
 		}
 		if l.ProviderLimit() {
-			line += ", provider limit (the provider's 429s fill it, its remaining headers lower it)"
+			line += providerNote(&l)
 		}
 		if r := l.ReserveFor; r != nil {
 			line += reserveForText(&l)
@@ -157,4 +157,19 @@ func formatLimit(d accounting.Dimension, v int64) string {
 		return fmt.Sprintf("$%d.%06d", v/1e6, v%1e6)
 	}
 	return fmt.Sprint(v)
+}
+
+// providerNote says how the provider's answers correct a provider limit:
+// its remaining headers always, its 429s as far as the limit's algorithm
+// lets a block go within the provider's retry-after.
+func providerNote(l *accounting.Limit) string {
+	most := humanWindow(accounting.MaxProviderBlock)
+	block := "a provider 429 blocks it for the 429's retry-after, at most " + most
+	switch l.Algorithm {
+	case accounting.FixedWindow:
+		block = "a provider 429 blocks it only when the window ends within the 429's retry-after (at most " + most + ")"
+	case accounting.TokenBucket, accounting.Lifetime:
+		block = "a provider 429 cannot block it in time, and does not (a sliding_window can)"
+	}
+	return ", provider limit (its remaining headers lower it; " + block + ")"
 }

@@ -54,7 +54,7 @@ limits:
 `)
 	for _, want := range []string{
 		"identity provider from Envoy attribute xds.cluster_name (the filter's request_attributes must list it)",
-		"  openai-tpm               30000000 tokens per minute, per provider+model, sliding_window, provider limit (the provider's 429s fill it, its remaining headers lower it), on store error deny",
+		"  openai-tpm               30000000 tokens per minute, per provider+model, sliding_window, provider limit (its remaining headers lower it; a provider 429 blocks it for the 429's retry-after, at most 1 minute), on store error deny",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
