@@ -123,7 +123,9 @@ func algorithmCode(a Algorithm, c Calendar) string {
 	case a == Lifetime:
 		return "l"
 	}
-	return "s"
+	// 'w': a sliding window's value changed its layout ('s' before),
+	// which earlier versions sharing a Redis would misread.
+	return "w"
 }
 
 // KeyScopeValue returns the value of scope attribute name in counter key

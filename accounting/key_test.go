@@ -119,7 +119,7 @@ func TestCounterKeyBytes(t *testing.T) {
 		want  string
 	}{
 		{"sliding minute", Limit{Name: "rpm", Scope: []string{"tenant"}, Algorithm: SlidingWindow, Window: time.Minute},
-			Attributes{{Name: "tenant", Value: "acme"}}, "tw2:s60000:3:rpm6:tenant4:acme"},
+			Attributes{{Name: "tenant", Value: "acme"}}, "tw2:w60000:3:rpm6:tenant4:acme"},
 		{"lengths of two and three digits", Limit{Name: "a-limit-name", Scope: []string{"user"}, Algorithm: FixedWindow, Window: time.Hour},
 			Attributes{{Name: "user", Value: long}}, "tw2:f3600000:12:a-limit-name4:user123:" + long},
 		{"absent value", Limit{Name: "c", Scope: []string{"user"}, Algorithm: Leases},

@@ -17,12 +17,12 @@ package accounting
 // that starts a new run.
 
 // LifetimeGrace is how long a run's counter outlives the run's
-// wall-clock cap. It equals [RecordTTL], so that every settlement of the
-// run's requests (which comes within RecordTTL of its reservation, or
-// never) still finds the counter, and a client that goes on using the
-// run id just after the cap is told the run is over rather than given a
-// fresh budget.
-const LifetimeGrace = RecordTTL
+// wall-clock cap: the longest a reservation's record lasts, so that every
+// settlement of the run's requests (which comes while its record counts,
+// or never; see [RecordExpiry]) still finds the counter, and a client
+// that goes on using the run id just after the cap is told the run is
+// over rather than given a fresh budget.
+const LifetimeGrace = RecordTTL + RecordGrain
 
 // LifetimeEnd returns the time (µs) at which a run that started at start
 // (µs) on counter c stops admitting requests, and the time until which

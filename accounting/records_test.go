@@ -264,7 +264,7 @@ func TestSettlementRacesItsRetry(t *testing.T) {
 	}
 }
 
-// TestSettleAfterRecordTTL settles a reservation older than RecordTTL:
+// TestSettleAfterRecordTTL settles a reservation whose record expired:
 // nothing changes, and the Limiter counts it, whether it learns so at
 // once or on a retry after a failure that certainly changed nothing.
 func TestSettleAfterRecordTTL(t *testing.T) {
@@ -288,7 +288,7 @@ func TestSettleAfterRecordTTL(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c.Advance(accounting.RecordTTL + time.Minute)
+			c.Advance(accounting.RecordTTL + accounting.RecordGrain)
 			ok, err := r.Settle(t.Context(), accounting.Usage{InputTokens: 100})
 			if !ok || (err != nil) != viaRetry {
 				t.Fatalf("Settle: got %v, %v", ok, err)

@@ -164,6 +164,27 @@ type CounterState struct {
 	// Mark records which window or slot was charged; pass it back in
 	// [SettleItem.Mark].
 	Mark int64
+	// InFlight is the part of the counter's usage that reservations
+	// still in flight hold: admitted, neither settled nor released, and
+	// with a record that still counts ([RecordExpiry]). It is as of the
+	// same moment as Remaining (after this reservation's own charge when
+	// it was admitted, before it when not) and at most the usage,
+	// Capacity - Remaining (never below zero). Per algorithm, what the
+	// reservations hold:
+	//
+	//   - fixed window (calendar ones included): those made in the
+	//     current window;
+	//   - sliding window: those whose slot still counts;
+	//   - lifetime: those charged to the current run;
+	//   - token bucket: all of them, but at most what the bucket lacks
+	//     of full (a refund never fills it beyond its capacity);
+	//   - leases: every lease (each is a reservation in flight).
+	//
+	// Settling and releasing them can free at most this much: a
+	// settlement gives back what its reservation's estimate exceeded the
+	// usage, which may be nothing. A reservation made before the
+	// counter was reset ([Inspector.ResetCounter]) holds nothing on it.
+	InFlight int64
 }
 
 // SettleItem corrects one counter's charge.
@@ -191,7 +212,62 @@ type SettleRequest struct {
 // case, as the estimate includes the output cap) and undercharges by what
 // the usage exceeded it. Records are deleted at settlement, so the TTL
 // costs memory only for requests whose replica died before settling.
+//
+// A record written at time t counts until [RecordExpiry](t): RecordTTL
+// after the end of t's [RecordGrain], so between RecordTTL and
+// RecordTTL+RecordGrain. The rounding lets a store keep what
+// reservations hold in flight ([CounterState.InFlight]) in a few sums
+// per counter, one per grain, each of which stops counting exactly when
+// the records of its reservations do.
 const RecordTTL = time.Hour
+
+// RecordGrain is the step in which records expire (see [RecordTTL]).
+const RecordGrain = RecordTTL / SlidingSlots
+
+// RecordExpiry returns when (µs) a reservation's record or a release's
+// tombstone written at t (µs) stops counting.
+func RecordExpiry(t int64) int64 {
+	g := RecordGrain.Microseconds()
+	return (floorDiv(t, g)+1)*g + RecordTTL.Microseconds()
+}
+
+// InFlightPiece returns the piece of counter c that a reservation made at
+// t (µs) holds its amount in while in flight: the start (µs) of t's
+// [RecordGrain], or for a sliding window of t's slot if that is later.
+// Each piece stops counting all at once ([InFlightFrom]): when its
+// reservations' records expire, and for a sliding window also when its
+// slot leaves the window.
+func InFlightPiece(c *Counter, t int64) int64 {
+	g := RecordGrain.Microseconds()
+	p := floorDiv(t, g) * g
+	if c.Algorithm == SlidingWindow {
+		s := SlotLength(c)
+		p = max(p, floorDiv(t, s)*s)
+	}
+	return p
+}
+
+// InFlightFrom returns the first piece (µs) of counter c that still
+// counts at now (µs): every piece from it on does, every earlier one does
+// not.
+func InFlightFrom(c *Counter, now int64) int64 {
+	g := RecordGrain.Microseconds()
+	from := (floorDiv(now, g) - SlidingSlots) * g
+	if c.Algorithm == SlidingWindow {
+		s := SlotLength(c)
+		from = max(from, (floorDiv(now, s)-SlidingSlots)*s)
+	}
+	return from
+}
+
+// floorDiv is a/b rounded down, for b > 0.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b < 0 {
+		q--
+	}
+	return q
+}
 
 // MaxSettleRetry is the longest [Options.SettleRetry] allowed.
 const MaxSettleRetry = 5 * time.Minute

@@ -13,8 +13,10 @@ const numSlots = accounting.SlidingSlots + 1
 // SlidingSlots-1 whole slots before it, and the one that straddles the
 // window's start and is counted in full.
 type counter struct {
-	// expires is when the counter holds nothing any more (µs).
+	// expires is when the counter's state holds nothing any more (µs),
+	// keep until when it is kept all the same (see until).
 	expires int64
+	keep    int64
 
 	// key is the counter's key in the store's map; due is when the
 	// store's expiry looks at it next, and idx its place in the store's
@@ -41,6 +43,9 @@ type counter struct {
 	// leases (see leases.go)
 	leases map[string]int64
 	oldest int64
+
+	// pieces hold what reservations in flight hold (see inflight.go).
+	pieces []piece
 }
 
 func newCounter(c *accounting.Counter, now int64) *counter {
@@ -51,9 +56,25 @@ func newCounter(c *accounting.Counter, now int64) *counter {
 
 // reset makes ct a fresh counter for c, keeping its place in the store.
 func (ct *counter) reset(c *accounting.Counter, now int64) {
-	*ct = counter{key: ct.key, due: ct.due, idx: ct.idx}
-	switch c.Algorithm {
-	case accounting.TokenBucket:
+	*ct = counter{key: ct.key, due: ct.due, idx: ct.idx, pieces: ct.pieces[:0]}
+	ct.fresh(c, now)
+}
+
+// refresh starts ct's state afresh where it expired while something
+// keeps the counter: a token bucket's pieces, which outlive its being
+// full, and its keep stay.
+func (ct *counter) refresh(c *accounting.Counter, now int64) {
+	keep, pieces := ct.keep, ct.pieces[:0]
+	if c.Algorithm == accounting.TokenBucket {
+		pieces = ct.pieces
+	}
+	ct.reset(c, now)
+	ct.keep, ct.pieces = keep, pieces
+}
+
+// fresh sets the state of a counter that holds nothing.
+func (ct *counter) fresh(c *accounting.Counter, now int64) {
+	if c.Algorithm == accounting.TokenBucket {
 		ct.tokens = float64(c.Capacity())
 		ct.at = now
 	}
@@ -62,22 +83,36 @@ func (ct *counter) reset(c *accounting.Counter, now int64) {
 // check reports whether amount fits in the counter at now without changing
 // it, except for forgetting what has expired.
 func (ct *counter) check(c *accounting.Counter, amount, now int64) accounting.CounterState {
+	var st accounting.CounterState
 	switch c.Algorithm {
 	case accounting.FixedWindow:
-		return ct.checkFixed(c, amount, now)
+		st = ct.checkFixed(c, amount, now)
 	case accounting.TokenBucket:
-		return ct.checkBucket(c, amount, now)
+		st = ct.checkBucket(c, amount, now)
 	case accounting.Leases:
-		return ct.checkLeases(c, amount, now)
+		// Every lease is a reservation in flight.
+		st = ct.checkLeases(c, amount, now)
+		st.InFlight = max(0, c.Capacity()-st.Remaining)
+		return st
 	case accounting.Lifetime:
-		return ct.checkLifetime(c, amount, now)
+		st = ct.checkLifetime(c, amount, now)
+	default:
+		st = ct.checkSliding(c, amount, now)
 	}
-	return ct.checkSliding(c, amount, now)
+	st.InFlight = inFlight(c, ct.held(c, now), st.Remaining)
+	return st
 }
 
 // commit charges amount (already checked) and updates st to describe the
 // counter afterwards.
 func (ct *counter) commit(c *accounting.Counter, amount, now int64, st *accounting.CounterState) {
+	ct.charge(c, amount, now, st)
+	ct.hold(c, amount, now)
+	st.InFlight = inFlight(c, ct.held(c, now), st.Remaining)
+}
+
+// charge is commit's change to the counter's usage.
+func (ct *counter) charge(c *accounting.Counter, amount, now int64, st *accounting.CounterState) {
 	switch c.Algorithm {
 	case accounting.Lifetime:
 		ct.commitLifetime(c, amount, st)
@@ -102,40 +137,51 @@ func (ct *counter) commit(c *accounting.Counter, amount, now int64, st *accounti
 }
 
 // settle replaces reserved with actual on the window or slot the charge
-// was booked in (mark). If that window has passed, an extra charge is
-// booked on the current one and a refund is dropped: the old window's
-// usage no longer counts, and refunding it into the current window would
-// hand out budget that was never used there.
-func (ct *counter) settle(c *accounting.Counter, reserved, actual, mark, now int64) {
+// was booked in (mark), and takes what the reservation, made at t (µs),
+// held in flight out of its piece. If that window has passed, an extra
+// charge is booked on the current one and a refund is dropped: the old
+// window's usage no longer counts, and refunding it into the current
+// window would hand out budget that was never used there. (Nor does the
+// current window hold anything for the reservation in flight.)
+func (ct *counter) settle(c *accounting.Counter, reserved, actual, mark, t, now int64) {
 	delta := actual - reserved
-	if delta == 0 {
-		return
-	}
 	switch c.Algorithm {
 	case accounting.Lifetime:
+		if ct.window != 0 && ct.window == mark {
+			ct.unhold(c, reserved, t)
+		}
 		ct.settleLifetime(delta, mark)
 	case accounting.FixedWindow:
 		idx, end := accounting.FixedWindowAt(c, now)
-		ct.rollFixed(idx, end)
-		if mark == idx {
+		switch {
+		case mark == idx && ct.window == idx:
+			ct.unhold(c, reserved, t)
 			ct.used = max(0, ct.used+delta)
-		} else if delta > 0 {
+		case delta > 0:
+			ct.rollFixed(idx, end)
 			ct.used += delta
 		}
 	case accounting.TokenBucket:
+		ct.unhold(c, reserved, t)
+		if delta == 0 {
+			return
+		}
 		ct.refill(c, now)
 		ct.tokens = min(float64(c.Capacity()), ct.tokens-float64(delta))
 		ct.expires = now + ct.bucketFullIn(c)
 	default:
+		ct.unhold(c, reserved, t)
 		cur := now / accounting.SlotLength(c)
 		target := mark
 		if mark < cur-accounting.SlidingSlots {
-			if delta < 0 {
+			if delta <= 0 {
 				return
 			}
 			target = cur
 		}
-		ct.slotAdd(c, target, delta)
+		if delta != 0 {
+			ct.slotAdd(c, target, delta)
+		}
 	}
 }
 
@@ -181,7 +227,8 @@ func (ct *counter) slotAdd(c *accounting.Counter, target, delta int64) {
 
 func (ct *counter) rollFixed(idx, end int64) {
 	if ct.window != idx {
-		ct.window, ct.used = idx, 0
+		// What was in flight was charged to the window that ended.
+		ct.window, ct.used, ct.pieces = idx, 0, ct.pieces[:0]
 	}
 	ct.expires = end
 }

@@ -51,7 +51,7 @@ func (s *Store) setRecordLocked(id string, t int64) {
 	if due < 0 {
 		due = -due
 	}
-	s.queue = append(s.queue, queued{id: id, due: due + accounting.RecordTTL.Microseconds(), seq: s.seq})
+	s.queue = append(s.queue, queued{id: id, due: accounting.RecordExpiry(due), seq: s.seq})
 	s.boundQueueLocked()
 }
 
@@ -117,12 +117,12 @@ func (s *Store) expireLocked(now int64) {
 			break
 		}
 		ct := s.heap[0]
-		if ct.expires <= now {
+		if ct.until() <= now {
 			s.dropCounterLocked(ct)
 			continue
 		}
 		// Charged since it was filed: file it again under its deadline.
-		ct.due = ct.expires
+		ct.due = ct.until()
 		s.heapDown(0)
 	}
 	for range expireSteps {

@@ -54,6 +54,7 @@ func (ct *counter) takeLease(c *accounting.Counter, id string, amount, now int64
 	exp := now + c.Window.Microseconds()
 	if _, ok := ct.leases[id]; !ok {
 		st.Remaining -= amount
+		st.InFlight += amount
 	}
 	ct.leases[id] = exp
 	if ct.oldest == 0 || exp < ct.oldest {

@@ -35,7 +35,7 @@ func (ct *counter) checkLifetime(c *accounting.Counter, amount, now int64) accou
 // this is its first charge.
 func (ct *counter) commitLifetime(c *accounting.Counter, amount int64, st *accounting.CounterState) {
 	if ct.window == 0 {
-		ct.window = st.Mark
+		ct.window, ct.pieces = st.Mark, ct.pieces[:0]
 		_, ct.expires = accounting.LifetimeEnd(c, st.Mark)
 	}
 	ct.used += amount
@@ -45,7 +45,7 @@ func (ct *counter) commitLifetime(c *accounting.Counter, amount int64, st *accou
 // settleLifetime corrects a charge of the run that started at mark; a
 // settlement that finds another run (or none) changes nothing.
 func (ct *counter) settleLifetime(delta, mark int64) {
-	if ct.window == 0 || ct.window != mark {
+	if delta == 0 || ct.window == 0 || ct.window != mark {
 		return
 	}
 	ct.used = max(0, ct.used+delta)

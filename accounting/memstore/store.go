@@ -122,7 +122,8 @@ func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.expireLocked(now)
-	if t, ok := s.recordLocked(req.ID, now); !ok || t < 0 {
+	t, ok := s.recordLocked(req.ID, now)
+	if !ok || t < 0 {
 		return accounting.ErrNoReservation
 	}
 	s.deleteRecordLocked(req.ID)
@@ -133,10 +134,11 @@ func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error 
 			s.returnLeaseLocked(it.Key, req.ID)
 			continue
 		}
-		if it.Actual == it.Reserved {
+		if it.Actual == it.Reserved && !s.liveLocked(it.Key, now) {
+			// Nothing to book, and nothing held in flight.
 			continue
 		}
-		s.counterLocked(&it.Counter, now).settle(&it.Counter, it.Reserved, it.Actual, it.Mark, now)
+		s.counterLocked(&it.Counter, now).settle(&it.Counter, it.Reserved, it.Actual, it.Mark, t, now)
 	}
 	return nil
 }
@@ -184,7 +186,7 @@ func (s *Store) Release(ctx context.Context, req accounting.ReserveRequest) (boo
 			// The run the reservation was charged to, if it still is.
 			mark = ct.window
 		}
-		ct.settle(&it.Counter, it.Amount, 0, mark, now)
+		ct.settle(&it.Counter, it.Amount, 0, mark, t, now)
 	}
 	return true, nil
 }
@@ -204,7 +206,7 @@ func recordLive(t, now int64) bool {
 	if t < 0 {
 		t = -t
 	}
-	return t+accounting.RecordTTL.Microseconds() > now
+	return accounting.RecordExpiry(t) > now
 }
 
 // Ping implements accounting.Store; memory is always reachable.
@@ -217,7 +219,7 @@ func (s *Store) Len() (counters, records int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range s.counters {
-		if c.expires > now {
+		if c.until() > now {
 			counters++
 		}
 	}
@@ -234,8 +236,13 @@ func (s *Store) Exists(key string) bool {
 	now := s.now().UnixMicro()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.liveLocked(key, now)
+}
+
+// liveLocked reports whether key holds a counter that has not expired.
+func (s *Store) liveLocked(key string, now int64) bool {
 	c, ok := s.counters[key]
-	return ok && c.expires > now
+	return ok && c.until() > now
 }
 
 // counterLocked returns key's counter, replacing an expired one with a
@@ -251,10 +258,13 @@ func (s *Store) counterLocked(c *accounting.Counter, now int64) *counter {
 		ct.key = strings.Clone(c.Key)
 		s.counters[ct.key] = ct
 		s.scheduleCounterLocked(ct, now)
-	case ct.expires <= now:
+	case ct.until() <= now:
 		// Expired but not yet dropped: start afresh in its place, which
 		// keeps its key and its place in the heap.
 		ct.reset(c, now)
+	case ct.expires <= now:
+		// Its state expired, but something keeps the counter.
+		ct.refresh(c, now)
 	}
 	return ct
 }

@@ -40,10 +40,10 @@ func newHarness(t *testing.T) (storetest.Harness, *Store, *fakeClock) {
 			defer s.mu.Unlock()
 			c, ok := s.counters[key]
 			now := clock.Now().UnixMicro()
-			if !ok || c.expires <= now {
+			if !ok || c.until() <= now {
 				return 0, false
 			}
-			return time.Duration(c.expires-now) * time.Microsecond, true
+			return time.Duration(c.until()-now) * time.Microsecond, true
 		},
 		Record: func(id string) bool {
 			s.mu.Lock()
@@ -136,7 +136,7 @@ func TestIdleEntriesAreDropped(t *testing.T) {
 	if before != callers || records != callers/2 {
 		t.Fatalf("before idling: got %d counters and %d records, want %d and %d (one per unsettled reservation)", before, records, callers, callers/2)
 	}
-	clock.Advance(accounting.RecordTTL + time.Minute)
+	clock.Advance(accounting.RecordTTL + accounting.RecordGrain + time.Minute)
 	active := accounting.Limit{Name: "active", Algorithm: accounting.FixedWindow, Limit: 1 << 40, Window: time.Minute}
 	for range callers {
 		_, _ = h.Store.Reserve(t.Context(), accounting.ReserveRequest{ID: "x", Items: []accounting.ReserveItem{{Counter: active.Counter(nil), Amount: 1}}})

@@ -44,7 +44,7 @@ const skippedLevel = -(1 << 60)
 // text to numbers), and tw_reserve answers the same way.
 const (
 	counterNums  = 4 // per counter: algorithm code, limit, capacity, period
-	rejectedNums = 6 // per item in tw_reserve's answer to a rejection
+	rejectedNums = 7 // per item in tw_reserve's answer to a rejection
 )
 
 // appendNum appends v as a little-endian double.
@@ -107,13 +107,20 @@ func exact(key string, vals ...int64) error {
 // returned as an argument, ready for go-redis: a constant in an interface
 // costs no allocation, a string made at run time does.
 func (s *Store) clock() any {
+	if !s.general.Load() {
+		if f := s.frozen.Load(); f != 0 {
+			return "@" + strconv.FormatInt(f, 10)
+		}
+		if o := s.offset.Load(); o != 0 {
+			return strconv.FormatInt(o, 10)
+		}
+		return "0"
+	}
+	// "~": the calls take no fast path.
 	if f := s.frozen.Load(); f != 0 {
-		return "@" + strconv.FormatInt(f, 10)
+		return "~@" + strconv.FormatInt(f, 10)
 	}
-	if o := s.offset.Load(); o != 0 {
-		return strconv.FormatInt(o, 10)
-	}
-	return "0"
+	return "~" + strconv.FormatInt(s.offset.Load(), 10)
 }
 
 // recordKey is the Redis key of reservation id's record.
@@ -187,7 +194,7 @@ func (s *Store) reserveOnce(ctx context.Context, req *accounting.ReserveRequest,
 		res.Admitted = true
 	case len(reply) == 8*(1+rejectedNums*n) && num(reply, 0) == 0:
 		for i := range res.States {
-			res.States[i] = rejectedState(reply, 1+rejectedNums*i)
+			res.States[i] = rejectedState(&req.Items[i].Counter, reply, 1+rejectedNums*i)
 		}
 	default:
 		return accounting.ReserveResult{}, unavailable(fmt.Errorf("tw_reserve answered %d bytes for %d items", len(reply), n))
@@ -200,6 +207,7 @@ func (s *Store) reserveOnce(ctx context.Context, req *accounting.ReserveRequest,
 //
 //	code (1, or 2: some optional items were not charged), the store's time,
 //	a level per item (skippedLevel: an optional item not charged),
+//	what each item's counter holds in flight,
 //	a run start per lifetime item (0 for one not charged),
 //	rejectedNums per optional item not charged
 func admittedStates(reply string, items []accounting.ReserveItem, states []accounting.CounterState) error {
@@ -207,7 +215,7 @@ func admittedStates(reply string, items []accounting.ReserveItem, states []accou
 	bad := func() error {
 		return fmt.Errorf("tw_reserve answered %d bytes, code %d, for %d items", len(reply), num(reply, 0), n)
 	}
-	start := 2 + n                // the next lifetime item's run start
+	start := 2 + 2*n              // the next lifetime item's run start
 	o := start + lifetimes(items) // the next uncharged item's state
 	if len(reply) < 8*o {
 		return bad()
@@ -226,12 +234,15 @@ func admittedStates(reply string, items []accounting.ReserveItem, states []accou
 			if !items[i].Optional || num(reply, 0) != 2 || len(reply) < 8*(o+rejectedNums) {
 				return bad()
 			}
-			states[i] = rejectedState(reply, o)
+			states[i] = rejectedState(c, reply, o)
 			o += rejectedNums
 		case c.Algorithm == accounting.Lifetime:
 			states[i] = admittedLifetime(c, level, run, now)
 		default:
 			states[i] = admitted(c, level, now)
+		}
+		if level != skippedLevel {
+			states[i].InFlight = inFlight(c, num(reply, 2+n+i), states[i].Remaining)
 		}
 	}
 	if len(reply) != 8*o {
@@ -242,8 +253,8 @@ func admittedStates(reply string, items []accounting.ReserveItem, states []accou
 
 // rejectedState reads the state of an item that did not fit from
 // tw_reserve's answer, its six doubles starting at the o-th.
-func rejectedState(reply string, o int) accounting.CounterState {
-	return accounting.CounterState{
+func rejectedState(c *accounting.Counter, reply string, o int) accounting.CounterState {
+	st := accounting.CounterState{
 		Remaining:  num(reply, o),
 		Reset:      accounting.Micros(num(reply, o+1)),
 		Fits:       num(reply, o+2) == 1,
@@ -252,6 +263,14 @@ func rejectedState(reply string, o int) accounting.CounterState {
 		Expired:    num(reply, o+4) == 2,
 		Mark:       num(reply, o+5),
 	}
+	st.InFlight = inFlight(c, num(reply, o+6), st.Remaining)
+	return st
+}
+
+// inFlight is [accounting.CounterState.InFlight] of counter c, whose
+// pieces that count hold held, with remaining left: at most its usage.
+func inFlight(c *accounting.Counter, held, remaining int64) int64 {
+	return max(0, min(held, c.Capacity()-remaining))
 }
 
 // admitted is the state of counter c after an admitted reservation, from
@@ -311,20 +330,17 @@ func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error 
 // record, within ctx.
 func (s *Store) settleOnce(ctx context.Context, req *accounting.SettleRequest, record string) error {
 	keys := make([]string, 0, len(req.Items)+1)
-	items := make([]byte, 0, 8*(counterNums+2)*len(req.Items))
+	items := make([]byte, 0, 8*(counterNums+3)*len(req.Items))
 	z := zones{s: s}
 	var err error
 	for i := range req.Items {
 		it := &req.Items[i]
+		// Every item goes, a settlement equal to its estimate too: what
+		// the reservation held in flight comes out of its counter.
 		delta := it.Actual - it.Reserved
-		switch {
-		case it.Algorithm == accounting.Leases:
-			// A settlement returns the lease, whatever the amounts;
-			// tw_settle acts on a nonzero delta only.
+		if it.Algorithm == accounting.Leases {
+			// A settlement returns the lease, whatever the amounts.
 			delta = -1
-		case delta == 0:
-			// Nothing to book on this counter (the record still goes).
-			continue
 		}
 		if err := exact(it.Key, it.Reserved, it.Actual, delta, it.Mark); err != nil {
 			return err
@@ -335,6 +351,7 @@ func (s *Store) settleOnce(ctx context.Context, req *accounting.SettleRequest, r
 		}
 		items = appendNum(items, delta)
 		items = appendNum(items, it.Mark)
+		items = appendNum(items, it.Reserved)
 	}
 	keys = append(keys, record)
 	applied, err := s.call(ctx, &lib.settle, keys, items, &z).Int64()

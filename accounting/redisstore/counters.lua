@@ -61,11 +61,161 @@ local function window(alg, p, t)
   return idx, (idx + 1) * p
 end
 
+-- What reservations in flight hold (accounting.CounterState.InFlight;
+-- memstore's inflight.go says why pieces). A state's pieces are pc, a
+-- flat array of starts and amounts, newest first, np of them; hs is what
+-- the pieces that count at now hold, born the counter's last reset (µs,
+-- or 0), and grew whether pieces were added or dropped (the value
+-- changes length).
+
+-- piece is accounting.InFlightPiece: the piece a reservation made at t
+-- holds its amount in.
+local function piece(alg, period, t)
+  local p = t - t % GRAIN
+  if alg == SLIDING then
+    local s = t - t % period
+    if s > p then p = s end
+  end
+  return p
+end
+
+-- from is accounting.InFlightFrom: the first piece that counts at now.
+local function from(alg, period)
+  local f = now - now % GRAIN - SLOTS * GRAIN
+  if alg == SLIDING then
+    local s = now - now % period - SLOTS * period
+    if s > f then f = s end
+  end
+  return f
+end
+
+-- expiry is accounting.RecordExpiry: when a record written at t stops
+-- counting.
+local function expiry(t)
+  return t - t % GRAIN + GRAIN + RECORD_TTL
+end
+
+-- born_until is how long born must be kept: until the last record that
+-- can predate it has expired.
+local function born_until(born)
+  if born == 0 then return 0 end
+  return expiry(born - 1)
+end
+
+-- drop_pieces forgets st's pieces: they held what a window or run that
+-- has ended was charged.
+local function drop_pieces(st)
+  local pc = st.pc
+  for j = 1, 2 * st.np do pc[j] = nil end
+  if st.np > 0 then st.grew = true end
+  st.np, st.hs = 0, 0
+end
+
+-- read_tail reads born and k pieces of value v from byte pos on into st
+-- (k nil: pieces up to the value's end) and returns the position after
+-- them. A value without them (v nil, or ending before pos) has none.
+local function read_tail(st, v, pos, k)
+  drop_pieces(st)
+  st.born, st.grew = 0, false
+  if not v or #v < pos then return pos end
+  st.born = sunpack('<d', v, pos)
+  pos = pos + 8
+  if k == nil then k = (#v - pos + 1) / 16 end
+  if k > 0 then
+    local f = from(st.alg, st.period)
+    local r = { sunpack(FMT[2 * k] or fmt(2 * k), v, pos) }
+    local pc, hs = st.pc, 0
+    for j = 1, 2 * k, 2 do
+      local p, a = r[j], r[j + 1]
+      pc[j], pc[j + 1] = p, a
+      if p >= f then hs = hs + a end
+    end
+    st.np, st.hs = k, hs
+  end
+  return pos + 16 * k
+end
+
+-- tail is born and the pieces, as stored.
+local function tail(st)
+  local k = st.np
+  if k == 0 then return spack('<d', st.born) end
+  return spack('<d', st.born) .. spack(FMT[2 * k] or fmt(2 * k), unpack(st.pc, 1, 2 * k))
+end
+
+-- hold adds amount, charged now, to its piece. A new piece goes in its
+-- place; the pieces that stopped counting or hold nothing go.
+local function hold(st, amount)
+  if amount <= 0 then return end
+  st.hs, st.dirty = st.hs + amount, true
+  local pc, k = st.pc, st.np
+  local pn = piece(st.alg, st.period, now)
+  for j = 1, 2 * k, 2 do
+    if pc[j] == pn then
+      pc[j + 1] = pc[j + 1] + amount
+      return
+    end
+  end
+  local f = from(st.alg, st.period)
+  local out, o = {}, 0
+  for j = 1, 2 * k, 2 do
+    local p, a = pc[j], pc[j + 1]
+    if pn and p < pn then
+      out[o + 1], out[o + 2], o, pn = pn, amount, o + 2, false
+    end
+    if p >= f and a > 0 then
+      out[o + 1], out[o + 2], o = p, a, o + 2
+    end
+  end
+  if pn then out[o + 1], out[o + 2], o = pn, amount, o + 2 end
+  st.pc, st.np, st.grew = out, o / 2, true
+end
+
+-- unhold takes amount, charged at t by a reservation now settled or
+-- released, out of its piece.
+local function unhold(st, amount, t)
+  if amount <= 0 then return end
+  local pt = piece(st.alg, st.period, t)
+  local pc = st.pc
+  for j = 1, 2 * st.np, 2 do
+    if pc[j] == pt then
+      local a = pc[j + 1]
+      local b = a - amount
+      if b < 0 then b = 0 end
+      if b ~= a then
+        pc[j + 1], st.dirty = b, true
+        if pt >= from(st.alg, st.period) then st.hs = st.hs - (a - b) end
+      end
+      return
+    end
+  end
+end
+
+-- held_until is until when a bucket's key must stay whatever its
+-- tokens: while its born counts, and its pieces do (the newest stops
+-- counting last).
+local function held_until(st)
+  local u = born_until(st.born)
+  if st.np > 0 then
+    local x = expiry(st.pc[1])
+    if x > u then u = x end
+  end
+  return u
+end
+
+-- life is the expiry (PX) of a key whose state matters for us µs more,
+-- born included.
+local function life(st, us)
+  local b = born_until(st.born) - now
+  if b > us then us = b end
+  return px(us)
+end
+
 -- roll moves a fixed window's state to the window holding now.
 local function roll(st)
   local idx, e = window(st.alg, st.period, now)
   if st.w ~= idx then
     st.w, st.u, st.ttl = idx, 0, true
+    drop_pieces(st)
   end
   st.e = e
   return idx, e
@@ -100,22 +250,28 @@ end
 
 -- bucket_value is how to write a bucket holding t, last refilled at at,
 -- whose key the stored keep says is kept until then (new: whether it has
--- no key): write's kind, value and expiry. The key's expiry is memstore's
--- (full_in from now) made a tenth of the period longer, and only moved
--- when it falls short, so that a busy bucket sets it once per tenth of
--- its capacity, not per charge.
-local function bucket_value(t, at, keep, new, cap, rate, period)
-  if t >= cap then
-    -- Full: the same as no key at all.
+-- no key), and which something else keeps until hold (µs; held_until):
+-- write's kind, the value's first three doubles and the expiry. The
+-- key's expiry is memstore's (full_in from now) made a tenth of the
+-- period longer, and only moved when it falls short, so that a busy
+-- bucket sets it once per tenth of its capacity, not per charge.
+local function bucket_value(t, at, keep, new, cap, rate, period, hold)
+  local x = 0
+  if t < cap then
+    x = (cap - t) / rate
+  elseif hold <= now then
+    -- Full, and nothing keeps it: the same as no key at all.
     return GONE
   end
-  local x = (cap - t) / rate
-  if not new and x <= keep - now then
+  local need = hold - now
+  if x > need then need = x end
+  if not new and need <= keep - now then
     return RANGE, spack('<ddd', t, at, keep)
   end
-  local life = ceiling(x) + period / SLOTS
-  keep = now + life
-  return EXPIRING, spack('<ddd', t, at, keep - keep % 1), px(life)
+  local us = ceiling(x) + period / SLOTS
+  if hold - now > us then us = hold - now end
+  keep = now + us
+  return EXPIRING, spack('<ddd', t, at, keep - keep % 1), px(us)
 end
 
 -- full_in is memstore's bucketFullIn: µs until the bucket is full.
@@ -135,9 +291,10 @@ local function refill(st)
 end
 
 -- Sliding windows. A state holds n (the newest slot, false if none),
--- total, head (slot n's amount) and raw (the value as stored); a charge to
--- slot n needs no more. Anything else expands the slots into a: a[j] is
--- the amount of slot n-j+1 for j = 1..m.
+-- total, head (slot n's amount), raw (the value as stored) and so (where
+-- its older slots start in raw); a charge to slot n needs no more.
+-- Anything else expands the slots into a: a[j] is the amount of slot
+-- n-j+1 for j = 1..m.
 
 -- expand fills in a sliding window's slots.
 local function expand(st)
@@ -145,13 +302,13 @@ local function expand(st)
   local a, m = {}, 0
   if st.n then
     m = st.m
-    a = { sunpack(FMT[m + 2] or fmt(m + 2), st.raw) }
-    for j = 1, m do a[j] = a[j + 2] end
-    a[m + 1], a[m + 2], a[m + 3] = nil, nil, nil
     -- The newest slot as slot_add may have changed it since the key was
     -- read (an earlier item of the call on the same key).
     a[1] = st.head
-  end
+    if m > 1 then
+      local r = { sunpack(FMT[m - 1] or fmt(m - 1), st.raw, st.so) }
+      for j = 2, m do a[j] = r[j - 1] end
+    end  end
   st.a, st.m = a, m
   return a
 end
@@ -235,17 +392,22 @@ local function state(keys, vals, i, alg, limit, cap, period)
   if st == nil then
     st = { key = false, alg = 0, limit = 0, cap = 0, period = 0, dirty = false, ttl = false,
       w = false, u = 0, e = 0, t = 0, at = 0, keep = 0, rate = 0,
-      n = false, total = 0, head = 0, raw = false, a = false, m = 0, cur = 0 }
+      n = false, total = 0, head = 0, raw = false, so = 0, a = false, m = 0, cur = 0,
+      born = 0, pc = {}, np = 0, hs = 0, grew = false }
     pool[i] = st
   end
   local v = vals[i]
   st.key, st.alg, st.limit, st.cap, st.period, st.dirty, st.ttl = key, alg, limit, cap, period, false, not v
+  st.raw = v
   if alg == SLIDING then
     if v then
-      st.n, st.total, st.head = sunpack('<ddd', v)
-      st.raw, st.m = v, #v / 8 - 2
+      local k
+      st.n, st.total, st.head, k = sunpack('<dddd', v)
+      st.so = read_tail(st, v, 33, k)
+      st.m = 1 + (#v - st.so + 1) / 8
     else
       st.n = false
+      read_tail(st, false)
     end
     st.a = false
   elseif alg == BUCKET then
@@ -258,15 +420,22 @@ local function state(keys, vals, i, alg, limit, cap, period)
       t, at = cap, now
     end
     st.t, st.at, st.keep, st.rate = t, at, keep, rate
-  elseif v then
-    st.w, st.u = sunpack('<dd', v)
-    if alg == LIFETIME and st.w + period + LIFETIME_GRACE <= now then
-      -- Kept past its time on Redis's clock (memstore would have
-      -- dropped it): a new run.
-      st.w, st.u, st.ttl = false, 0, true
-    end
+    read_tail(st, v, 25)
+  elseif alg == LEASES then
+    st.np, st.hs, st.born = 0, 0, 0
   else
-    st.w, st.u = false, 0
+    read_tail(st, v, 17)
+    if v then
+      st.w, st.u = sunpack('<dd', v)
+      if alg == LIFETIME and st.w + period + LIFETIME_GRACE <= now then
+        -- Kept past its time on Redis's clock (memstore would have
+        -- dropped it): a new run.
+        st.w, st.u, st.ttl = false, 0, true
+        drop_pieces(st)
+      end
+    else
+      st.w, st.u = false, 0
+    end
   end
   sts[i] = st
   return st
@@ -281,7 +450,7 @@ local function level(st, amount)
     -- Trimming the expired leases changes what no one can see.
     call('ZREMRANGEBYSCORE', st.key, '-inf', format('%d', now))
     local u = call('ZCARD', st.key)
-    st.u = u
+    st.u, st.hs = u, u
     if amount <= st.limit and u + amount <= st.limit then return u end
     return nil
   end
@@ -317,8 +486,8 @@ local function level(st, amount)
 end
 
 -- explain is memstore's check in full, for a reservation that does not
--- fit: the item's remaining, reset µs, fits, retry µs, never fits and
--- mark.
+-- fit: the item's remaining, reset µs, fits, retry µs, never fits, mark
+-- and what its pieces that count hold (a count of leases: the leases).
 local function explain(st, amount)
   local alg = st.alg
   local rem, reset, fits, retry, never, mark = 0, 0, 0, 0, 0, 0
@@ -404,32 +573,44 @@ local function explain(st, amount)
       retry = e - now
     end
   end
-  return rem, reset, fits, retry, never, mark
+  return rem, reset, fits, retry, never, mark, st.hs
 end
 
 -- settle is memstore's settle: add delta (actual minus reserved) to the
--- window or slot the charge was booked in (mark). When that window has
--- passed, an extra charge lands on the current one and a refund is
--- dropped.
-local function settle(st, delta, mark)
-  if delta == 0 then return end
+-- window or slot the charge was booked in (mark), and take what the
+-- reservation, made at t, held in flight (reserved) out of its piece.
+-- When that window has passed, an extra charge lands on the current one
+-- and a refund is dropped. A reservation made before the counter's last
+-- reset changes nothing.
+local function settle(st, delta, mark, reserved, t)
   local alg = st.alg
   if alg == LEASES then
     -- The lease goes back, whatever the amounts.
     call('ZREM', st.key, member)
-  elseif alg == LIFETIME then
+    return
+  end
+  if t < st.born then return end
+  if alg == LIFETIME then
     -- Only the run that was charged: not another one (or none) that
     -- took its key after it expired.
     if not st.w or st.w ~= mark then return end
-    local u = st.u + delta
-    if u < 0 then u = 0 end
-    st.u, st.dirty = u, true
+    unhold(st, reserved, t)
+    if delta ~= 0 then
+      local u = st.u + delta
+      if u < 0 then u = 0 end
+      st.u, st.dirty = u, true
+    end
   elseif alg == BUCKET then
-    refill(st)
-    local t = st.t - delta
-    if t > st.cap then t = st.cap end
-    st.t, st.dirty = t, true
+    unhold(st, reserved, t)
+    if delta ~= 0 then
+      refill(st)
+      local x = st.t - delta
+      if x > st.cap then x = st.cap end
+      st.t, st.dirty = x, true
+    end
   elseif alg == SLIDING then
+    unhold(st, reserved, t)
+    if delta == 0 then return end
     local cur = now / st.period
     cur = cur - cur % 1
     local target = mark
@@ -439,61 +620,78 @@ local function settle(st, delta, mark)
     end
     slot_add(st, target, delta)
   else
-    local idx = roll(st)
-    if mark == idx then
-      local u = st.u + delta
-      if u < 0 then u = 0 end
-      st.u = u
+    local idx = window(st.alg, st.period, now)
+    if mark == idx and st.w == idx then
+      unhold(st, reserved, t)
+      if delta ~= 0 then
+        local u = st.u + delta
+        if u < 0 then u = 0 end
+        st.u, st.dirty = u, true
+      end
     elseif delta > 0 then
-      st.u = st.u + delta
-    else
-      return
+      roll(st)
+      st.u, st.dirty = st.u + delta, true
     end
-    st.dirty = true
+  end
+end
+
+-- put writes value v over a counter's old one: with a new expiry (ms)
+-- when ms is given, else keeping its expiry (SETRANGE when v covers the
+-- old value, whose first bytes it replaces).
+local function put(st, v, ms)
+  if ms then
+    call('SET', st.key, v, 'PX', ms)
+  elseif st.raw and #v >= #st.raw then
+    call('SETRANGE', st.key, '0', v)
+  else
+    call('SET', st.key, v, 'KEEPTTL')
   end
 end
 
 -- save writes back every changed counter, with memstore's expiry: a key
 -- lives as long as its state matters (a bucket's a little longer, see
--- bucket_write).
+-- bucket_value), and as its born and a bucket's pieces do.
 local function save(n)
   for i = 1, n do
     local st = sts[i]
     if st.dirty then
       st.dirty = false
-      local alg, key = st.alg, st.key
+      local alg = st.alg
       if alg == BUCKET then
-        write(key, bucket_value(st.t, st.at, st.keep, st.ttl, st.cap, st.rate, st.period))
+        local kind, v, ms = bucket_value(st.t, st.at, st.keep, st.ttl, st.cap, st.rate, st.period, held_until(st))
+        if kind == GONE then
+          call('DEL', st.key)
+        else
+          if st.born ~= 0 or st.np > 0 then v = v .. tail(st) end
+          put(st, v, ms)
+        end
       elseif alg == SLIDING then
-        local v
-        local a = st.a
-        if not a and not st.ttl then
-          -- Only the header changed.
-          write(key, RANGE, spack('<ddd', st.n, st.total, st.head))
-        elseif not a then
-          v = spack('<ddd', st.n, st.total, st.head)
-          if st.m > 1 then v = v .. sub(st.raw, 25) end
+        local a, v = st.a, nil
+        if not a then
+          v = spack('<dddd', st.n, st.total, st.head, st.np) .. tail(st) .. sub(st.raw, st.so)
         else
           -- Drop the zeros at the old end (keeping the newest slot).
           local m = st.m
           while m > 1 and a[m] <= 0 do m = m - 1 end
           local total = 0
           for j = 1, m do total = total + a[j] end
-          v = spack(FMT[m + 2] or fmt(m + 2), st.n, total, unpack(a, 1, m))
+          v = spack('<dddd', st.n, total, a[1], st.np) .. tail(st)
+          if m > 1 then v = v .. spack(FMT[m - 1] or fmt(m - 1), unpack(a, 2, m)) end
         end
-        if not v then
-          -- Written above.
-        elseif st.ttl then
-          call('SET', key, v, 'PX', px((st.n + RING) * st.period - now))
+        if st.ttl then
+          put(st, v, life(st, (st.n + RING) * st.period - now))
         else
-          call('SET', key, v, 'KEEPTTL')
+          put(st, v)
         end
-      elseif st.ttl then
-        write(key, EXPIRING, spack('<dd', st.w, st.u), px(st.e - now))
       else
-        write(key, RANGE, spack('<dd', st.w, st.u))
+        local v = spack('<dd', st.w, st.u)
+        if st.born ~= 0 or st.np > 0 then v = v .. tail(st) end
+        if st.ttl then
+          put(st, v, life(st, st.e - now))
+        else
+          put(st, v)
+        end
       end
     end
   end
 end
-

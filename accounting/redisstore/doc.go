@@ -52,14 +52,14 @@
 // # Records: settled once, released when lost
 //
 // An admitted reservation writes a record under [RecordKeyPrefix] and its
-// ID: one double, its time, kept for [accounting.RecordTTL]. The
+// ID: one double, its time, counting until [accounting.RecordExpiry]. The
 // settlement applies only if the record exists and deletes it in the same
 // step, so a repeated or retried settlement is a no-op
 // ([accounting.ErrNoReservation]), also after an ambiguous failure where
 // the first attempt landed but its answer was lost. A Reserve that times
 // out may still have been applied; the Limiter then calls [Store.Release],
 // which refunds the reservation if its record exists, or else leaves a
-// tombstone (the same key, for RecordTTL) so that the Reserve charges
+// tombstone (the same key, as long) so that the Reserve charges
 // nothing should it arrive later ([accounting.ErrReleased]). A record
 // costs memory only while its request is in flight: about 90 bytes
 // (MEMORY USAGE, Redis 7.0, for a Limiter's ID), 170 bytes of
@@ -79,17 +79,23 @@
 // A counter lives under its [accounting.CounterKey] (already unambiguous
 // for any attribute bytes) as a string of packed doubles (library.lua
 // spells them out): 16 bytes for a fixed window, 24 for a token bucket,
-// 24 to 112 for a sliding window. Each key expires when its state stops
+// 24 to 104 for a sliding window's slots, and for what reservations in
+// flight hold ([accounting.CounterState.InFlight]) 8 bytes and 16 per
+// piece (one per record grain the counter was charged in while its
+// reservations' records count, or for a sliding window per slot and
+// grain: usually one to three). Each key expires when its state stops
 // mattering (memstore's expiry: the end of the window, the last slot
 // leaving the window, the bucket being full again, the last one a tenth
 // of the bucket's period later, so that a busy bucket moves its expiry
-// once per tenth of its capacity rather than on every charge), so Redis
-// memory tracks active callers. The functions also decide staleness from
-// the state itself, so a key that outlives its state (the expiry rounds up
-// to a millisecond) is read as fresh, as in memstore. Measured with
-// MEMORY USAGE on Redis 7.0 for a 63-byte key: about 150 bytes per fixed
-// window, calendar month, token bucket or one-slot sliding window
-// counter, 230 bytes for a sliding window holding all 11 slots.
+// once per tenth of its capacity rather than on every charge, and no
+// sooner than its pieces stop counting), so Redis memory tracks active
+// callers. The functions also decide staleness from the state itself, so
+// a key that outlives its state (the expiry rounds up to a millisecond)
+// is read as fresh, as in memstore. Measured with MEMORY USAGE on Redis
+// 7.0 for a 63-byte key charged by a reservation in flight: 152 to 184
+// bytes per fixed window, calendar month, token bucket or one-slot
+// sliding window counter, 440 bytes for a sliding window holding all 11
+// slots with a reservation in flight in each (TestMemoryPerKey).
 //
 // # Calls that share a round trip
 //
@@ -159,8 +165,9 @@
 //     before Reserve returns the refusal. Meanwhile their counters hold
 //     the refused amounts, so a concurrent request may be refused that
 //     would have fitted; none is admitted over a limit. The refusal
-//     reports the steps before as fitting, with what they had left
-//     before, and the steps after (not asked) as fitting.
+//     reports the steps before as fitting, with what they had left and
+//     held in flight before, and the steps after (not asked) as fitting
+//     and full, nothing in flight.
 //   - A step that fails: the steps before it are released, and the failed
 //     one too unless its failure certainly changed nothing (a release
 //     that arrives first leaves a tombstone, so the step charges nothing
@@ -170,7 +177,7 @@
 //     slot in the background.
 //   - A replica that dies between steps leaves its earlier steps charged
 //     until their windows let them go, and their records for
-//     [accounting.RecordTTL]: an over-reservation of at most its
+//     [accounting.RecordExpiry]: an over-reservation of at most its
 //     in-flight estimates, never an overshoot.
 //   - [Store.Settle] and [Store.Release] go to every slot of their items,
 //     each call with a timeout of its own. Each slot's record makes its
@@ -210,7 +217,7 @@
 // replicated (replication is asynchronous): a reservation lost so is
 // not counted, an overshoot of at most what was admitted in the
 // replication lag; a settlement lost so leaves the reservation's
-// estimate charged and its record until RecordTTL.
+// estimate charged and its record until it expires.
 //
 // For failover without a cluster, use Sentinel
 // ([Options.SentinelMasterName]).

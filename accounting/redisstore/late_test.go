@@ -87,8 +87,8 @@ func TestLateArrivals(t *testing.T) {
 			t.Errorf("sliding window used: got %d, want 0", used)
 		}
 		ttl := admin.PTTL(ctx, RecordKeyPrefix+req.ID).Val()
-		if ttl <= accounting.RecordTTL-time.Minute || ttl > accounting.RecordTTL {
-			t.Errorf("tombstone TTL: got %v, want about %v", ttl, accounting.RecordTTL)
+		if want := accounting.RecordTTL + accounting.RecordGrain; ttl <= want-time.Minute || ttl > want {
+			t.Errorf("tombstone TTL: got %v, want about %v", ttl, want)
 		}
 	})
 

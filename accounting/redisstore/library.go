@@ -46,9 +46,9 @@ type library struct {
 // hash of the result: replicas running different versions of tokenwarden
 // on one Redis load libraries side by side, each calling its own.
 func newLibrary(body string) library {
-	consts := fmt.Sprintf("local SLOTS, RECORD_TTL, LEASE_RETRY, LIFETIME_GRACE = %d, %d, %d, %d\n",
-		accounting.SlidingSlots, accounting.RecordTTL.Microseconds(), accounting.ConcurrentRetryAfter.Microseconds(),
-		accounting.LifetimeGrace.Microseconds())
+	consts := fmt.Sprintf("local SLOTS, RECORD_TTL, GRAIN, LEASE_RETRY, LIFETIME_GRACE = %d, %d, %d, %d, %d\n",
+		accounting.SlidingSlots, accounting.RecordTTL.Microseconds(), accounting.RecordGrain.Microseconds(),
+		accounting.ConcurrentRetryAfter.Microseconds(), accounting.LifetimeGrace.Microseconds())
 	sum := sha256.Sum256([]byte(consts + body))
 	v := hex.EncodeToString(sum[:8])
 	return library{

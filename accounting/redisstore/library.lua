@@ -4,9 +4,9 @@
 -- side puts two lines in front of them: the shebang, naming the library
 -- after a hash of its code, and
 --
---   local SLOTS, RECORD_TTL, LEASE_RETRY, LIFETIME_GRACE = <accounting.SlidingSlots>,
---     <accounting.RecordTTL in µs>, <accounting.ConcurrentRetryAfter in µs>,
---     <accounting.LifetimeGrace in µs>
+--   local SLOTS, RECORD_TTL, GRAIN, LEASE_RETRY, LIFETIME_GRACE = <accounting.SlidingSlots>,
+--     <accounting.RecordTTL in µs>, <accounting.RecordGrain in µs>,
+--     <accounting.ConcurrentRetryAfter in µs>, <accounting.LifetimeGrace in µs>
 --   local V = '<hash>'
 --
 -- V ends every function's name, so that replicas running different
@@ -41,15 +41,31 @@
 -- rounds with the % operator: x - x % 1 is floor(x).
 --
 -- Counter values, little-endian doubles:
---   fixed window, calendar month: window index, used
---   lifetime:                     the run's start (µs), used
+--   fixed window, calendar month: window index, used, [in flight]
+--   lifetime:                     the run's start (µs), used, [in flight]
 --   token bucket:                 tokens, µs of the last refill, µs until
---                                 which the key's expiry keeps it
+--                                 which the key's expiry keeps it,
+--                                 [in flight]
 --   sliding window:               newest slot index n, the total of the
---                                 amounts, then the amounts of slots n,
+--                                 amounts, the amount of slot n, born, k,
+--                                 k pieces, then the amounts of slots
 --                                 n-1, ... down to n-m+1, newest first,
 --                                 for some m <= SLOTS+1 (zeros at the old
 --                                 end are dropped)
+-- where "in flight", optional (a counter written by an earlier version
+-- has none), is born and the pieces up to the value's end, and a piece
+-- is two doubles: its start (µs; accounting.InFlightPiece) and what the
+-- reservations in flight charged in it hold. Pieces are kept newest
+-- first; one that stopped counting (accounting.InFlightFrom), or holds
+-- nothing, is dropped when a piece is added. born is when the counter
+-- was last reset (µs), or 0: a reservation made before it changes
+-- nothing on the counter. A fixed window's or a run's pieces hold only
+-- what its current window or run was charged, and go when it changes.
+-- Earlier versions read the first two or three doubles of a fixed
+-- window, a run or a bucket and never look past them (and rewrite the
+-- value without what follows), so both share those keys; a sliding
+-- window's layout is new, under a key of its own ('w', where earlier
+-- versions' is 's').
 -- A concurrent limit's counter (leases) is a sorted set instead: its
 -- members are the record keys of the reservations holding a lease, each
 -- scored with the lease's expiry (µs, store clock). A lease counts while
@@ -59,12 +75,13 @@
 -- time, or minus the time of the release that left it as a tombstone;
 -- when the reservation left optional items uncharged, their indexes
 -- (1-based) follow the time.
--- Either counts for RECORD_TTL from that time on the store's clock (as in
--- memstore); PX reclaims the key on Redis's own.
+-- Either counts until RECORD_TTL after the end of that time's GRAIN on
+-- the store's clock (accounting.RecordExpiry, as in memstore); PX
+-- reclaims the key on Redis's own.
 --
 -- Every call's ARGV[1] is the clock: "0" in production (TIME), or in the
 -- package's tests an offset (µs) added to TIME, or "@" and a frozen time
--- (µs). ARGV[2] packs the items; ARGV[3], only when some are calendar
+-- (µs), either after "~" to keep the calls off their fast paths. ARGV[2] packs the items; ARGV[3], only when some are calendar
 -- windows in a time zone, their windows' boundaries.
 
 local RING = SLOTS + 1 -- the slots a sliding window holds
@@ -92,7 +109,7 @@ local function init()
   call, spack, sunpack = redis.call, struct.pack, struct.unpack
   floor = math.floor
   format, byte, sub, rep = string.format, string.byte, string.sub, string.rep
-  RECORD_PX = format('%d', math.ceil(RECORD_TTL / 1000))
+  RECORD_PX = format('%d', math.ceil((RECORD_TTL + GRAIN) / 1000))
   FMT = {}
   ZERO = spack('<d', 0)
 end
@@ -108,11 +125,11 @@ local function fmt(k)
 end
 
 -- Scratch tables that every call reuses, Redis running one call at a time:
--- levels holds each item's level (see reserve), opt whether it is
--- optional, sts the items' states,
+-- levels holds each item's level (see reserve), helds what its counter
+-- holds in flight, opt whether it is optional, sts the items' states,
 -- pool the state tables (item i's is pool[i]), and wkind, wval and wms
 -- the write a fast path plans for each item (see flush).
-local levels, sts, pool, opt = {}, {}, {}, {}
+local levels, helds, sts, pool, opt = {}, {}, {}, {}, {}
 local wkind, wval, wms = {}, {}, {}
 
 -- now is the store's clock for the call (µs). pad lengthens key lifetimes
@@ -120,11 +137,20 @@ local wkind, wval, wms = {}, {}, {}
 -- running clock while the test's stands still.
 local now, pad = 0, 0
 
+-- fast is whether tw_reserve and tw_settle may take their fast paths;
+-- the package's tests turn them off to hold the general path alone to
+-- the contract.
+local fast = true
+
 -- member is the call's reservation (its record key): the member of the
 -- sorted sets of leases it takes or returns.
 local member = false
 
 local function setclock(arg)
+  fast = true
+  if byte(arg, 1) == 126 then -- "~": no fast paths, tests only
+    fast, arg = false, sub(arg, 2)
+  end
   if arg == '0' then
     -- Arithmetic converts TIME's strings for less than tonumber does.
     local t = call('TIME')
@@ -187,7 +213,7 @@ local function record(v)
   local t = sunpack('<d', v)
   local at = t
   if at < 0 then at = -at end
-  if at + RECORD_TTL <= now then return nil end
+  if at - at % GRAIN + GRAIN + RECORD_TTL <= now then return nil end
   return t
 end
 

@@ -307,21 +307,20 @@ func TestLimiterReplicas(t *testing.T) {
 	check("cost", fixedUsed(t, admin, limits[3].Counter(attrs).Key), wantCost.Load())
 }
 
-// slidingUsed sums a sliding window counter's slots straight from Redis
-// (the newest slot's index, the total, then the slots' amounts), and
-// checks the total it keeps.
+// slidingUsed sums a sliding window counter's slots straight from Redis,
+// and checks the total it keeps.
 func slidingUsed(t testing.TB, admin *redis.Client, key string) int64 {
 	t.Helper()
-	v := packedValue(t, admin, key)
-	if v == nil {
+	v, ok := slidingValue(t, admin, key)
+	if !ok {
 		return 0
 	}
 	var sum int64
-	for _, amt := range v[2:] {
+	for _, amt := range v.slots {
 		sum += int64(amt)
 	}
-	if int64(v[1]) != sum {
-		t.Errorf("sliding window %s: total %d, slots sum to %d", key, int64(v[1]), sum)
+	if int64(v.total) != sum {
+		t.Errorf("sliding window %s: total %d, slots sum to %d", key, int64(v.total), sum)
 	}
 	return sum
 }

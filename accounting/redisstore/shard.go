@@ -196,6 +196,7 @@ func (s *Store) reserveSharded(ctx context.Context, req accounting.ReserveReques
 				for _, i := range done.idx {
 					if st := &res.States[i]; st.Fits {
 						st.Remaining += req.Items[i].Amount
+						st.InFlight = max(0, st.InFlight-req.Items[i].Amount)
 					}
 				}
 			}

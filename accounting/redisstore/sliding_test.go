@@ -11,11 +11,13 @@ import (
 )
 
 // TestSlidingValue checks the stored value of a sliding window (the
-// newest slot, the total, the amounts newest first) after the writes the
-// fast paths make from its bytes: a charge in a slot after the newest,
-// and a settlement of an older slot. Both must leave the value the
-// general path would: zeros at the old end dropped. TestMatchesMemstore
-// checks the answers; this checks what Redis keeps.
+// newest slot, the total, the amounts newest first, and the pieces that
+// hold what is in flight) after the writes the fast paths make from its
+// bytes: a charge in a slot after the newest, and a settlement of an
+// older slot. Both must leave the value the general path would: zeros at
+// the old end dropped, and a piece's amount taken out by its
+// reservation's settlement. TestMatchesMemstore checks the answers; this
+// checks what Redis keeps.
 func TestSlidingValue(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := adminClient(t, srv)
@@ -43,10 +45,18 @@ func TestSlidingValue(t *testing.T) {
 			t.Fatalf("settle %s: %v", sr.ID, err)
 		}
 	}
-	check := func(step string, want ...float64) {
+	// piece is the start of the piece of slot k (one grain holds many
+	// slots of six seconds).
+	piece := func(k int64) float64 {
+		return float64(accounting.InFlightPiece(&c, k*accounting.SlotLength(&c)))
+	}
+	check := func(step string, n, total float64, slots []float64, pieces ...float64) {
 		t.Helper()
-		if got := packedValue(t, admin, c.Key); !slices.Equal(got, want) {
-			t.Errorf("%s: got %v, want %v", step, got, want)
+		got, ok := slidingValue(t, admin, c.Key)
+		want := sliding{n: n, total: total, slots: slots, pieces: pieces}
+		if !ok || got.n != want.n || got.total != want.total || got.born != 0 ||
+			!slices.Equal(got.slots, want.slots) || !slices.Equal(got.pieces, want.pieces) {
+			t.Errorf("%s: got %+v, want %+v", step, got, want)
 		}
 	}
 
@@ -54,23 +64,25 @@ func TestSlidingValue(t *testing.T) {
 	s.frozen.Store(start.UnixMicro())
 	a := reserve("a", 100)
 	b := reserve("b", 50)
-	check("two charges in one slot", f, 150, 150)
+	check("two charges in one slot", f, 150, []float64{150}, piece(first), 150)
 	s.frozen.Store(start.Add(3 * slot).UnixMicro())
 	cc := reserve("c", 7)
-	check("a charge three slots on", f+3, 157, 7, 0, 0, 150)
+	check("a charge three slots on", f+3, 157, []float64{7, 0, 0, 150}, piece(first+3), 7, piece(first), 150)
 	settle(a, 40)
-	check("a refund to the oldest slot", f+3, 97, 7, 0, 0, 90)
+	check("a refund to the oldest slot", f+3, 97, []float64{7, 0, 0, 90}, piece(first+3), 7, piece(first), 50)
 	settle(b, 0)
-	check("another refund to the oldest slot", f+3, 47, 7, 0, 0, 40)
+	check("another refund to the oldest slot", f+3, 47, []float64{7, 0, 0, 40}, piece(first+3), 7, piece(first), 0)
 	settle(cc, 7)
+	check("a settlement at its estimate", f+3, 47, []float64{7, 0, 0, 40}, piece(first+3), 0, piece(first), 0)
 	s.frozen.Store(start.Add(4 * slot).UnixMicro())
 	d := reserve("d", 5)
-	check("a charge one slot on", f+4, 52, 5, 7, 0, 0, 40)
+	// Pieces that hold nothing are dropped when one is added.
+	check("a charge one slot on", f+4, 52, []float64{5, 7, 0, 0, 40}, piece(first+4), 5)
 	s.frozen.Store(start.Add(5 * slot).UnixMicro())
 	reserve("e", 2)
-	check("another slot on", f+5, 54, 2, 5, 7, 0, 0, 40)
+	check("another slot on", f+5, 54, []float64{2, 5, 7, 0, 0, 40}, piece(first+5), 2, piece(first+4), 5)
 	settle(d, 1)
-	check("a refund to a slot between", f+5, 50, 2, 1, 7, 0, 0, 40)
+	check("a refund to a slot between", f+5, 50, []float64{2, 1, 7, 0, 0, 40}, piece(first+5), 2, piece(first+4), 0)
 
 	// A settlement that leaves the oldest slot empty: the value ends at
 	// the newest slot with an amount.
@@ -80,11 +92,12 @@ func TestSlidingValue(t *testing.T) {
 	old := reserve("old", 30)
 	s.frozen.Store(start.Add(2 * slot).UnixMicro())
 	reserve("new", 4)
-	check("two slots", f+2, 34, 4, 0, 30)
+	check("two slots", f+2, 34, []float64{4, 0, 30}, piece(first+2), 4, piece(first), 30)
 	settle(old, 0)
-	check("the oldest slot emptied", f+2, 4, 4)
-	// Eleven slots on, nothing of the old slots stays.
+	check("the oldest slot emptied", f+2, 4, []float64{4}, piece(first+2), 4, piece(first), 0)
+	// Eleven slots on, nothing of the old slots stays, nor of their
+	// pieces.
 	s.frozen.Store(start.Add(13 * slot).UnixMicro())
 	reserve("late", 9)
-	check("a charge a whole window on", f+13, 9, 9)
+	check("a charge a whole window on", f+13, 9, []float64{9}, piece(first+13), 9)
 }

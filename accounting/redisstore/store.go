@@ -35,6 +35,10 @@ type Store struct {
 	// set them, to drive the store's clock; in production both are zero.
 	offset atomic.Int64
 	frozen atomic.Int64
+	// general keeps tw_reserve and tw_settle off their fast paths, so
+	// that the package's tests hold the general path alone to the
+	// contract; in production it is false.
+	general atomic.Bool
 	// skew (µs) is added to this replica's idea of the store's clock
 	// when it computes a time zone's window boundaries: the package's
 	// tests set it to show that Redis's clock picks the window.

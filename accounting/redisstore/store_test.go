@@ -97,7 +97,7 @@ func harness(t *testing.T, s *Store) storetest.Harness {
 					t.Fatalf("record %s: %q", id, b)
 				}
 				at := int64(math.Abs(math.Float64frombits(binary.LittleEndian.Uint64(b))))
-				if at+accounting.RecordTTL.Microseconds() > storeNow(t, s).UnixMicro() {
+				if accounting.RecordExpiry(at) > storeNow(t, s).UnixMicro() {
 					return true
 				}
 			}
@@ -116,6 +116,22 @@ func TestContract(t *testing.T) {
 			t.Fatalf("FLUSHDB: %v", err)
 		}
 		return harness(t, newStore(t, srv, Options{}))
+	})
+}
+
+// TestContractGeneralPath runs the suite with tw_reserve and tw_settle
+// kept off their fast paths: the general path alone must keep the
+// contract too, since the fast paths give up to it on anything unusual.
+func TestContractGeneralPath(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := adminClient(t, srv)
+	storetest.Run(t, func(t *testing.T) storetest.Harness {
+		if err := admin.FlushDB(context.Background()).Err(); err != nil {
+			t.Fatalf("FLUSHDB: %v", err)
+		}
+		s := newStore(t, srv, Options{})
+		s.general.Store(true)
+		return harness(t, s)
 	})
 }
 
@@ -387,7 +403,9 @@ func TestOutOfRange(t *testing.T) {
 }
 
 // TestRecord follows a reservation's record in Redis: written by the
-// reservation with accounting.RecordTTL, deleted by its settlement, so
+// reservation to expire once accounting.RecordTTL and a RecordGrain have
+// passed (Redis's PX: the record stops counting by its own time, see
+// accounting.RecordExpiry), deleted by its settlement, so
 // that settling again changes nothing and nothing is left behind.
 func TestRecord(t *testing.T) {
 	srv := redistest.Start(t)
@@ -403,8 +421,8 @@ func TestRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ttl <= accounting.RecordTTL-time.Minute || ttl > accounting.RecordTTL {
-		t.Errorf("record TTL: got %v, want about %v", ttl, accounting.RecordTTL)
+	if want := accounting.RecordTTL + accounting.RecordGrain; ttl <= want-time.Minute || ttl > want {
+		t.Errorf("record TTL: got %v, want about %v", ttl, want)
 	}
 	rejected, err := s.Reserve(ctx, accounting.ReserveRequest{ID: "res-2", Items: []accounting.ReserveItem{{Counter: c, Amount: 51}}})
 	if err != nil || rejected.Admitted {
@@ -482,10 +500,42 @@ func fixedUsed(t testing.TB, admin *redis.Client, key string) int64 {
 	if v == nil {
 		return 0
 	}
-	if len(v) != 2 {
-		t.Fatalf("fixed window %s: got %v, want a window and a usage", key, v)
+	if len(v) != 2 && (len(v) < 3 || len(v)%2 == 0) {
+		t.Fatalf("fixed window %s: got %v, want a window and a usage, then born and pieces or nothing", key, v)
 	}
 	return int64(v[1])
+}
+
+// sliding is a sliding window's value, as library.lua lays it out.
+type sliding struct {
+	n, total float64
+	// slots are the amounts of slots n, n-1, ...
+	slots []float64
+	born  float64
+	// pieces are what reservations in flight hold: start, amount, ...
+	pieces []float64
+}
+
+// slidingValue reads a sliding window's value straight from Redis (ok
+// false: no key).
+func slidingValue(t testing.TB, admin *redis.Client, key string) (sliding, bool) {
+	t.Helper()
+	v := packedValue(t, admin, key)
+	if v == nil {
+		return sliding{}, false
+	}
+	if len(v) < 5 {
+		t.Fatalf("sliding window %s: %v", key, v)
+	}
+	k := int(v[3])
+	if len(v) < 5+2*k {
+		t.Fatalf("sliding window %s: %v: %d pieces", key, v, k)
+	}
+	return sliding{
+		n: v[0], total: v[1], born: v[4],
+		slots:  append([]float64{v[2]}, v[5+2*k:]...),
+		pieces: v[5 : 5+2*k],
+	}, true
 }
 
 // packedValue reads a counter straight from Redis: the doubles packed in

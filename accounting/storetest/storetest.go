@@ -80,6 +80,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	}
 	tests = append(tests, leaseTests...)
 	tests = append(tests, lifetimeTests...)
+	tests = append(tests, inFlightTests...)
 	tests = append(tests, struct {
 		name string
 		fn   func(t *testing.T, h Harness)
@@ -450,13 +451,14 @@ func testRecords(t *testing.T, h Harness) {
 	assertRemaining(t, st, 10)
 }
 
-// testRecordExpires settles after accounting.RecordTTL: the record is gone,
-// the settlement changes nothing, the estimate stays charged.
+// testRecordExpires settles after accounting.RecordExpiry: the record is
+// gone, the settlement changes nothing, the estimate stays charged.
 func testRecordExpires(t *testing.T, h Harness) {
 	c := counter("expires", accounting.FixedWindow, 100, 24*time.Hour)
 	alignTo(h, 24*time.Hour, time.Hour)
+	expiry := alignToGrain(h, time.Minute)
 	res, req := reserve(t, h, item(c, 60))
-	h.Advance(accounting.RecordTTL - time.Second)
+	h.Advance(expiry.Sub(h.Now()) - time.Second)
 	assertRecord(t, h, req.ID, true)
 	h.Advance(2 * time.Second)
 	assertRecord(t, h, req.ID, false)
@@ -506,7 +508,7 @@ func testRelease(t *testing.T, h Harness) {
 
 // testReleaseBeforeReserve delivers a release before the reservation it
 // releases, as two connections may: the tombstone makes the reservation
-// charge nothing, until it expires with accounting.RecordTTL.
+// charge nothing, until it expires (accounting.RecordExpiry).
 func testReleaseBeforeReserve(t *testing.T, h Harness) {
 	c := counter("overtaken", accounting.FixedWindow, 100, 24*time.Hour)
 	alignTo(h, 24*time.Hour, time.Hour)
@@ -528,7 +530,7 @@ func testReleaseBeforeReserve(t *testing.T, h Harness) {
 	c2 := counter("overtaken-late", accounting.FixedWindow, 100, 24*time.Hour)
 	req = accounting.ReserveRequest{ID: newID(), Items: []accounting.ReserveItem{item(c2, 70)}}
 	release(t, h, req, false)
-	h.Advance(accounting.RecordTTL + time.Second)
+	h.Advance(accounting.RecordTTL + accounting.RecordGrain + time.Second)
 	if res, err := h.Store.Reserve(context.Background(), req); err != nil || !res.Admitted {
 		t.Errorf("Reserve after the tombstone expired: got admitted %v, err %v; want admitted", res.Admitted, err)
 	}
@@ -608,7 +610,10 @@ func testIdleExpiry(t *testing.T, h Harness) {
 	}{
 		{"fixed", counter("exp-fixed", accounting.FixedWindow, 100, 10*time.Second), 10 * time.Second},
 		{"sliding", counter("exp-sliding", accounting.SlidingWindow, 100, 10*time.Second), 11 * time.Second},
-		{"bucket", counter("exp-bucket", accounting.TokenBucket, 100, 10*time.Second), 10 * time.Second},
+		// A bucket is kept while the reservation charged to it may still
+		// settle (see accounting.CounterState.InFlight), however soon it
+		// is full again.
+		{"bucket", counter("exp-bucket", accounting.TokenBucket, 100, 10*time.Second), accounting.RecordTTL + accounting.RecordGrain},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
