@@ -42,7 +42,8 @@ var ErrNotHoldable = errors.New("accounting: the store cannot keep holds")
 // behaviour.
 type Holder interface {
 	// Hold records req.ID as a reservation that counts for req.TTL on
-	// the store's clock (not RecordTTL), charging nothing, and keeps
+	// the store's clock (not RecordTTL; rounded as [HoldExpiry] says),
+	// charging nothing, and keeps
 	// req.Data under it: a Settle of req.ID (on counters among
 	// req.Counters) within the TTL applies once and deletes the record,
 	// as a reservation's does. It returns ErrHeld, changing nothing,

@@ -231,6 +231,22 @@ func RecordExpiry(t int64) int64 {
 	return (floorDiv(t, g)+1)*g + RecordTTL.Microseconds()
 }
 
+// HoldExpiry returns when (µs) a hold made at now (µs) for ttl stops
+// counting ([Holder]): ttl later, rounded down to a [RecordGrain] so that
+// its record, whose expiry is so rounded, counts exactly as long; at the
+// end of now's grain at the soonest.
+func HoldExpiry(now int64, ttl time.Duration) int64 {
+	g := RecordGrain.Microseconds()
+	return max(floorDiv(now+ttl.Microseconds(), g), floorDiv(now, g)+1) * g
+}
+
+// RecordDated returns the time a record must carry to count until
+// expiry (µs), the end of a [RecordGrain]: the inverse of [RecordExpiry]
+// there. A hold's record is so dated ahead.
+func RecordDated(expiry int64) int64 {
+	return expiry - RecordGrain.Microseconds() - RecordTTL.Microseconds()
+}
+
 // InFlightPiece returns the piece of counter c that a reservation made at
 // t (µs) holds its amount in while in flight: the start (µs) of t's
 // [RecordGrain], or for a sliding window of t's slot if that is later.

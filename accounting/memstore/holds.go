@@ -11,8 +11,8 @@ var _ accounting.Holder = (*Store)(nil)
 
 // Holds (see accounting.Holder). A hold's record is a reservation record
 // in records, so that Settle finds it as it finds any: its time is set
-// TTL − RecordTTL ahead, which keeps it counting until the TTL has
-// passed. Its expiry is queued apart from the reservations' (holdQueue):
+// ahead (accounting.RecordDated), which keeps it counting until the TTL
+// has passed (accounting.HoldExpiry). Its expiry is queued apart from the reservations' (holdQueue):
 // holds outlive the records written after them, and the records' queue
 // relies on its entries falling due in the order they were written.
 // Holds fall due in write order too as long as they share a TTL, as the
@@ -39,13 +39,13 @@ func (s *Store) Hold(ctx context.Context, req accounting.HoldRequest) error {
 	}
 	// A copy: the ID and data are the caller's, and outlive the call.
 	id := strings.Clone(req.ID)
-	until := now + req.TTL.Microseconds()
+	until := accounting.HoldExpiry(now, req.TTL)
 	if s.holds == nil {
 		s.holds = make(map[string]hold)
 	}
 	s.holds[id] = hold{data: append([]byte(nil), req.Data...), until: until}
 	s.seq++
-	s.records[id] = record{t: until - accounting.RecordTTL.Microseconds(), seq: s.seq}
+	s.records[id] = record{t: accounting.RecordDated(until), seq: s.seq}
 	delete(s.skipped, id)
 	s.holdQueue = append(s.holdQueue, queued{id: id, due: until, seq: s.seq})
 	return nil

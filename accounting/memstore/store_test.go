@@ -86,7 +86,7 @@ func TestExpiredHoldsAreDropped(t *testing.T) {
 			t.Fatalf("Reserve: %v", err)
 		}
 	}
-	clock.Advance(accounting.RecordTTL + time.Minute)
+	clock.Advance(accounting.RecordTTL + accounting.RecordGrain + time.Minute)
 	for range 100 {
 		_ = s.Ping(t.Context())
 		_, _ = s.TakeHold(t.Context(), "none")

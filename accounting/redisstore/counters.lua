@@ -308,7 +308,8 @@ local function expand(st)
     if m > 1 then
       local r = { sunpack(FMT[m - 1] or fmt(m - 1), st.raw, st.so) }
       for j = 2, m do a[j] = r[j - 1] end
-    end  end
+    end
+  end
   st.a, st.m = a, m
   return a
 end

@@ -643,15 +643,20 @@ end
 
 -- hold (tw_hold): KEYS are the records of a hold (one per slot its
 -- counters fall in), ARGV[2] its TTL (µs). Each is written as a
--- reservation's record dated TTL - RECORD_TTL ahead, so that record()
--- counts it, and tw_settle applies to it once, until the TTL has passed
--- on the store's clock; PX reclaims it then on Redis's.
+-- reservation's record dated ahead (accounting.RecordDated), so that
+-- record() counts it, and tw_settle applies to it once, until the TTL
+-- has passed on the store's clock (rounded down to a GRAIN, as
+-- accounting.HoldExpiry); PX reclaims it then on Redis's.
 local function hold(keys, args)
   if not call then init() end
   setclock(args[1])
   local ttl = tonumber(args[2])
-  local rec = spack('<d', now + ttl - RECORD_TTL)
-  local ms = px(ttl)
+  local ends = now + ttl
+  ends = ends - ends % GRAIN
+  local soonest = now - now % GRAIN + GRAIN
+  if ends < soonest then ends = soonest end
+  local rec = spack('<d', ends - GRAIN - RECORD_TTL)
+  local ms = px(ends - now)
   for i = 1, #keys do
     call('SET', keys[i], rec, 'PX', ms)
   end

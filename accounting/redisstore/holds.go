@@ -37,7 +37,7 @@ func (s *Store) Hold(ctx context.Context, req accounting.HoldRequest) error {
 	// The data's value starts with when the hold stops counting, on this
 	// replica's idea of the store's clock, which TakeHold reads it by:
 	// PX reclaims the key on Redis's own.
-	value := binary.LittleEndian.AppendUint64(make([]byte, 0, 8+len(req.Data)), uint64(s.clockEstimate()+ttl))
+	value := binary.LittleEndian.AppendUint64(make([]byte, 0, 8+len(req.Data)), uint64(accounting.HoldExpiry(s.clockEstimate(), req.TTL)))
 	value = append(value, req.Data...)
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	set, err := s.client.SetNX(cctx, s.holdKey(req.ID), value, req.TTL).Result()
