@@ -42,16 +42,21 @@ func (r Resolution) String() string {
 // what precedes it) that matches the model or its family, else the
 // default. A pattern is a broad net: "gpt-4o*" also holds gpt-4o-mini,
 // which an entry of its own (or its family's) prices apart.
-func (p Prices) Resolve(model string) (string, Resolution) {
-	if _, ok := p[model]; ok {
+func (p Prices) Resolve(model string) (string, Resolution) { return ResolveModel(p, model) }
+
+// ResolveModel returns the key of entries that holds model's entry, and
+// how it was found, by the rules of [Prices.Resolve]: one way to find a
+// model's entry in every per-model table of the config.
+func ResolveModel[V any](entries map[string]V, model string) (string, Resolution) {
+	if _, ok := entries[model]; ok {
 		return model, ByName
 	}
 	family := ModelFamily(model)
-	if _, ok := p[family]; ok {
+	if _, ok := entries[family]; ok {
 		return family, ByFamily
 	}
 	best := ""
-	for key := range p {
+	for key := range entries {
 		prefix, ok := strings.CutSuffix(key, "*")
 		if !ok || len(key) <= len(best) {
 			continue
@@ -63,24 +68,29 @@ func (p Prices) Resolve(model string) (string, Resolution) {
 	if best != "" {
 		return best, ByPattern
 	}
-	if _, ok := p[DefaultModel]; ok {
+	if _, ok := entries[DefaultModel]; ok {
 		return DefaultModel, ByDefault
 	}
 	return "", NoPrice
 }
 
 // validPriceKey reports an error for a models key that is not a model
-// name or a pattern: a '*' anywhere but at the end, or a pattern of
-// nothing ("*" would be a second default).
-func validPriceKey(key string) error {
+// name or a pattern (see [ValidModelKey]).
+func validPriceKey(key string) error { return ValidModelKey("models", key) }
+
+// ValidModelKey reports an error for a key of the per-model table
+// section that is not a model name or a pattern: a '*' anywhere but at
+// the end, or a pattern of nothing ("*" would be a second default). The
+// error is a [FieldError] named by section and key.
+func ValidModelKey(section, key string) error {
 	i := strings.IndexByte(key, '*')
 	switch {
 	case key == "":
-		return FieldErrorf("models", "a model name may not be empty")
+		return FieldErrorf(section, "a model name may not be empty")
 	case key == "*":
-		return FieldErrorf("models.*", "a pattern of nothing; name the fallback price default")
+		return FieldErrorf(section+".*", "a pattern of nothing; name the fallback default")
 	case i >= 0 && i != len(key)-1:
-		return FieldErrorf("models."+key, "'*' may only end a pattern")
+		return FieldErrorf(section+"."+key, "'*' may only end a pattern")
 	}
 	return nil
 }

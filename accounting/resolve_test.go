@@ -71,7 +71,7 @@ func TestPriceKeys(t *testing.T) {
 	}{
 		{"gpt-4o", ""},
 		{"gpt-4o*", ""},
-		{"*", "models.*: a pattern of nothing; name the fallback price default"},
+		{"*", "models.*: a pattern of nothing; name the fallback default"},
 		{"gpt-*-mini", "models.gpt-*-mini: '*' may only end a pattern"},
 	}
 	for _, tt := range tests {

@@ -86,5 +86,19 @@ func (e Estimate) Clamp() Estimate {
 	return Estimate{InputTokens: ClampTokens(e.InputTokens), OutputTokens: ClampTokens(e.OutputTokens)}
 }
 
+// Within returns u clamped (see [Usage.Clamp]) with its input and its
+// output no larger than bound's, and reports whether either was larger:
+// a report beyond what the request could have produced is charged at
+// that bound. The parts of each (cached reads, audio, …) shrink with
+// what they are part of.
+func (u Usage) Within(bound Usage) (Usage, bool) {
+	c := u.Clamp()
+	b := bound.Clamp()
+	beyond := c.InputTokens > b.InputTokens || c.OutputTokens > b.OutputTokens
+	c.InputTokens = min(c.InputTokens, b.InputTokens)
+	c.OutputTokens = min(c.OutputTokens, b.OutputTokens)
+	return c.Clamp(), beyond
+}
+
 // Total is the estimate on the tokens dimension, saturating at MaxTokens.
 func (e Estimate) Total() int64 { return addTokens(e.InputTokens, e.OutputTokens) }

@@ -38,3 +38,28 @@ func TestUsageClampAndTotal(t *testing.T) {
 		t.Errorf("UsageCost of an absurd usage: got %d, want the saturated %d", got, int64(MaxCost))
 	}
 }
+
+func TestUsageWithin(t *testing.T) {
+	bound := Usage{InputTokens: 1000, OutputTokens: 100}
+	tests := []struct {
+		name       string
+		u, want    Usage
+		wantBeyond bool
+	}{
+		{"within", Usage{InputTokens: 900, CachedInputTokens: 800, OutputTokens: 100},
+			Usage{InputTokens: 900, CachedInputTokens: 800, OutputTokens: 100}, false},
+		{"input beyond, its parts with it", Usage{InputTokens: MaxTokens, CachedInputTokens: MaxTokens, AudioInputTokens: 5, OutputTokens: 10},
+			Usage{InputTokens: 1000, CachedInputTokens: 1000, OutputTokens: 10}, true},
+		{"output beyond", Usage{InputTokens: 10, OutputTokens: 101, AudioOutputTokens: 101},
+			Usage{InputTokens: 10, OutputTokens: 100, AudioOutputTokens: 100}, true},
+		{"negative counts are clamped, not beyond", Usage{InputTokens: -5, OutputTokens: -1}, Usage{}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, beyond := tc.u.Within(bound)
+			if got != tc.want || beyond != tc.wantBeyond {
+				t.Errorf("got %+v (beyond %v), want %+v (beyond %v)", got, beyond, tc.want, tc.wantBeyond)
+			}
+		})
+	}
+}

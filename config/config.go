@@ -415,6 +415,7 @@ func (c *Config) settlement(f *file, p *problems) {
 	default:
 		p.add("settlement.background", "%q is not reserve or refuse", f.Settlement.Background)
 	}
+	c.Server.ContextWindows = f.Settlement.ContextWindows
 	c.Server.AzureDeployments = f.Azure.Deployments
 	if f.ServiceTiers != nil {
 		c.Server.ServiceTierFactors = f.ServiceTiers

@@ -138,7 +138,7 @@ estimation:
   default_output_cap: 777
   inject_output_cap: false
   inject_stream_usage: false
-settlement: {hidden_reasoning_models: [my-*], background: refuse}
+settlement: {hidden_reasoning_models: [my-*], background: refuse, context_windows: {gpt-4o: 128000, "gemini-2.5*": 1048576}}
 azure: {deployments: {prod: gpt-4o}}
 `)
 	if c.Listen != "0.0.0.0:5000" || c.Admin != "0.0.0.0:9000" || c.ShutdownGrace != 3*time.Second || !c.AdminPprof ||
@@ -160,7 +160,8 @@ azure: {deployments: {prod: gpt-4o}}
 	s := c.Server
 	if s.DefaultOutputCap != 777 || s.InjectOutputCap || s.InjectStreamUsage || !s.StripAcceptEncoding || !s.CountOtherPaths || !s.RefuseBackground ||
 		strings.Join(s.HiddenReasoningModels, ",") != "my-*" || s.AzureDeployments["prod"] != "gpt-4o" ||
-		len(s.AllowUnmetered) != 1 || !s.AllowUnmetered["openai.batches"] {
+		len(s.AllowUnmetered) != 1 || !s.AllowUnmetered["openai.batches"] ||
+		len(s.ContextWindows) != 2 || s.ContextWindows["gpt-4o"] != 128000 || s.ContextWindows["gemini-2.5*"] != 1048576 {
 		t.Errorf("server: got %+v", s)
 	}
 }
@@ -349,6 +350,9 @@ func TestParseErrors(t *testing.T) {
 		{"half an image size", "estimation: {default_image: {width: 512}}\n", "config: estimation.default_image: set both width and height, or neither"},
 		{"bad output cap", "estimation: {default_output_cap: -5}\n", "config: estimation.default_output_cap: -5 is outside 1..2147483647"},
 		{"empty reasoning pattern", "settlement: {hidden_reasoning_models: ['o1*', '']}\n", "config: settlement.hidden_reasoning_models[1]: must not be empty"},
+		{"context window of nothing", "settlement: {context_windows: {gpt-4o: 0}}\n", "config: settlement.context_windows.gpt-4o: 0 is outside 1..9007199254740992"},
+		{"context window pattern", "settlement: {context_windows: {'gpt-*-mini': 128000}}\n", "config: settlement.context_windows.gpt-*-mini: '*' may only end a pattern"},
+		{"fractional context window", "settlement: {context_windows: {gpt-4o: 1.5}}\n", `config: settlement.context_windows.gpt-4o: "1.5" is not a whole number`},
 		{"azure deployment without a model", "azure: {deployments: {prod: ''}}\n", "config: azure.deployments.prod: needs a deployment name (no '/') and a model"},
 		{"negative price", "models: {m: {input: -1}}\n", "config: models.m.input: -1 is not a price"},
 		{"bad limit name", limitsConfig("{name: 'a b', dimension: tokens, limit: 1, window: 1m}"),

@@ -48,8 +48,8 @@
 //	                                 the ledger's redisstore.Options
 //	limits[].across_regions          Limit.AcrossRegions (needs regions)
 //	settlement, azure,               Server's HiddenReasoningModels,
-//	strip_accept_encoding            RefuseBackground, AzureDeployments,
-//	                                 StripAcceptEncoding
+//	strip_accept_encoding            RefuseBackground, ContextWindows,
+//	                                 AzureDeployments, StripAcceptEncoding
 //
 // A key the file leaves out leaves the library option at its zero value,
 // which each library documents as its default (extproc.DefaultOutputCap,

@@ -168,8 +168,9 @@ type limitFromFile struct {
 type settlementFile struct {
 	// HiddenReasoningModels: unset (nil) means the built-in list, []
 	// means none.
-	HiddenReasoningModels *[]string `yaml:"hidden_reasoning_models"`
-	Background            string    `yaml:"background"`
+	HiddenReasoningModels *[]string        `yaml:"hidden_reasoning_models"`
+	Background            string           `yaml:"background"`
+	ContextWindows        map[string]int64 `yaml:"context_windows"`
 }
 
 type azureFile struct {

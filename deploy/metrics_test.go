@@ -200,6 +200,7 @@ func TestExportedMetrics(t *testing.T) {
 		"tokenwarden_store_errors_total":                           {"op"},
 		"tokenwarden_streams_open":                                 nil,
 		"tokenwarden_panics_total":                                 nil,
+		"tokenwarden_implausible_usage_total":                      {"api"},
 		"tokenwarden_config_reloads_total":                         {"outcome"},
 		"tokenwarden_config_last_reload_successful":                nil,
 		"tokenwarden_config_last_reload_success_timestamp_seconds": nil,

@@ -80,6 +80,9 @@ estimation:
 # e2eCostMicros.
 models:
   default: {input: 1.00, output: 2.00}
+# A usage report beyond gpt-4o-mini's context window is charged at it.
+settlement:
+  context_windows: {gpt-4o-mini: 128000}
 limits:
   - name: e2e-tenant-tokens
     dimension: tokens

@@ -419,7 +419,7 @@ func (lf *ledgerLife) expected() ledgerCharge {
 // fromEvents settles a stream of which the server saw the first seen
 // bytes: an event counts once its blank line is in. After Anthropic's
 // message_start, its usage is the report: the input it gives, and the
-// output seen if more than its running count of 1.
+// output seen if more than its running count of 1, up to the cap.
 func (lf *ledgerLife) fromEvents(seen int, in int64, usage ledgerCharge) ledgerCharge {
 	var words int64
 	started := false
@@ -434,7 +434,8 @@ func (lf *ledgerLife) fromEvents(seen int, in int64, usage ledgerCharge) ledgerC
 		words += ev.words
 	}
 	if started {
-		usage.output = max(1, words)
+		// The provider stops at the cap, which bounds the output seen.
+		usage.output = min(lf.outputCap, max(1, words))
 		return usage
 	}
 	return ledgerCharge{basis: "estimate", input: in, output: words}

@@ -16,6 +16,7 @@ type metrics struct {
 	decision    prometheus.Histogram
 	tokens      *prometheus.CounterVec // api, kind: estimated|actual
 	panics      prometheus.Counter
+	implausible *prometheus.CounterVec // api
 
 	// The children of the vectors for the label values of the route
 	// table, found once: WithLabelValues hashes its labels and takes the
@@ -64,6 +65,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tokenwarden_panics_total",
 			Help: "Streams failed by a panic in their handler (the process stays up; Envoy answers that request with a 500).",
 		}),
+		implausible: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokenwarden_implausible_usage_total",
+			Help: "Usage reports beyond what their request could have produced (input past the model's context window, output past the cap it was sent), charged at that bound.",
+		}, []string{"api"}),
 		apiIndex: map[string]int{"other": 0},
 	}
 	for _, r := range routes {
@@ -79,7 +84,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.byOutcome = make([][len(outcomes)]lazyCounter, n)
 	m.estimated, m.actual = make([]lazyCounter, n), make([]lazyCounter, n)
 	if reg != nil {
-		reg.MustRegister(m.streams, m.requests, m.settlements, m.decision, m.tokens, m.panics)
+		reg.MustRegister(m.streams, m.requests, m.settlements, m.decision, m.tokens, m.panics, m.implausible)
 	}
 	return m
 }

@@ -314,6 +314,9 @@ func (st *stream) decide(body []byte) (*extprocv3.ProcessingResponse, bool) {
 		// the original: the reservation already bounds the charge.
 		st.s.log.Warn("request body edit failed", "api", api.Name(), "err", err)
 	}
+	// The provider holds the output to a cap it was sent: the request's
+	// own, or the one injected (the first edit, when asked for).
+	st.capSent = st.req.CapGiven || o.InjectOutputCap && err == nil && edited != nil
 	if edited == nil && replace {
 		edited = body
 	}

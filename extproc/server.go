@@ -70,6 +70,13 @@ type Options struct {
 	// its whole output cap, not the output seen. nil means
 	// DefaultHiddenReasoningModels; an empty, non-nil slice means none.
 	HiddenReasoningModels []string
+	// ContextWindows are the models' context windows, in tokens, by model
+	// name, family, pattern ("gemini-2.5*") or "default", resolved as
+	// prices are (accounting.ResolveModel): a usage report is held to
+	// input no larger than the request's model's, and to output no
+	// larger than its cap (see llm.Request.UsageBound). A model none
+	// matches has DefaultContextWindow.
+	ContextWindows map[string]int64
 	// RefuseBackground refuses Responses API requests with "background":
 	// true (400). Admitted, they keep their whole reservation: their
 	// usage is never in the reply.
@@ -116,6 +123,12 @@ type Options struct {
 // Options.DefaultOutputCap is zero: what a request without max_tokens
 // reserves for its output (and has injected).
 const DefaultOutputCap = 4096
+
+// DefaultContextWindow is the context window of a model that
+// Options.ContextWindows does not name: generous, above every model's
+// today (Llama 4 Scout's is ten million tokens), so that it bounds only
+// a report no model could have produced, such as "prompt_tokens": 1e30.
+const DefaultContextWindow = 10_000_000
 
 // MaxOutputCap is the largest Options.DefaultOutputCap: providers read an
 // output cap as a 32-bit integer, and an injected one must be one they

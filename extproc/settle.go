@@ -45,6 +45,9 @@ func (st *stream) settle(complete bool, md *dynamicMetadata) bool {
 		o.observed = st.reader.ObservedOutputTokens()
 	}
 	o.bodySeen = st.bodySeen
+	if o.hasUsage {
+		o.usage = st.plausible(r.ID, o.usage, o.usageFinal, o.observed)
+	}
 	// Matching the model against the hidden-reasoning patterns is left
 	// out when the provider reported usage, which settles the request
 	// whatever the model.
@@ -86,6 +89,40 @@ func (st *stream) settle(complete bool, md *dynamicMetadata) bool {
 		md.known(MetaSettledCost, formatAmount(accounting.Cost, cost))
 	}
 	return true
+}
+
+// plausible holds a usage report to what the request could have
+// produced (llm.Request.UsageBound: its model's context window, the cap
+// it was sent): a report beyond that is charged at the bound, logged and
+// counted. One absurd report ("prompt_tokens": 1e30) must not charge a
+// tenant more than any real call could cost. A running total that is
+// not final carries the output observed in the stream where that is
+// more (see llm.UsageReader): output beyond the bound that is only the
+// observed estimate's is bounded too, but not counted as a report.
+func (st *stream) plausible(reservation string, u accounting.Usage, final bool, observed int64) accounting.Usage {
+	bound := st.req.UsageBound(st.capSent, st.s.contextWindow(st.req.Model))
+	within, beyond := u.Within(bound)
+	if beyond && (final || u.InputTokens > bound.InputTokens || u.OutputTokens > observed) {
+		api := apiName(st.target.api)
+		st.s.m.implausible.WithLabelValues(api).Inc()
+		st.s.log.Warn("usage report beyond what the request could produce; charged at the bound",
+			"reservation", reservation, "api", api, "model", boundedModel(st.req.Model),
+			"reported_input_tokens", u.InputTokens, "reported_output_tokens", u.OutputTokens,
+			"bound_input_tokens", bound.InputTokens, "bound_output_tokens", bound.OutputTokens)
+	}
+	return within
+}
+
+// contextWindow is model's context window (Options.ContextWindows).
+func (s *Server) contextWindow(model string) int64 {
+	if len(s.opts.ContextWindows) == 0 {
+		return DefaultContextWindow
+	}
+	key, how := accounting.ResolveModel(s.opts.ContextWindows, model)
+	if how == accounting.NoPrice {
+		return DefaultContextWindow
+	}
+	return s.opts.ContextWindows[key]
 }
 
 // reservationMetadata adds the reservation's fields to md: its ID, the

@@ -69,6 +69,9 @@ type stream struct {
 	body  []byte // request body chunks collected so far
 	req   llm.Request
 	res   *accounting.Reservation
+	// capSent: the provider was sent an output cap (the request's own,
+	// or one injected), which bounds the output a report may state.
+	capSent bool
 	// learning: the reservation's output is a learned estimate's (or
 	// would be, once learned), under learnKey, which settlement feeds.
 	learning bool

@@ -44,6 +44,12 @@ func (o *Options) Validate() error {
 			bad(fmt.Sprintf("settlement.hidden_reasoning_models[%d]", i), "must not be empty")
 		}
 	}
+	for _, model := range slices.Sorted(maps.Keys(o.ContextWindows)) {
+		errs = append(errs, accounting.ValidModelKey("settlement.context_windows", model))
+		if n := o.ContextWindows[model]; n < 1 || n > accounting.MaxTokens {
+			bad("settlement.context_windows."+model, "%d is outside 1..%d", n, int64(accounting.MaxTokens))
+		}
+	}
 	for _, d := range slices.Sorted(maps.Keys(o.AzureDeployments)) {
 		if d == "" || o.AzureDeployments[d] == "" || strings.Contains(d, "/") {
 			bad("azure.deployments."+d, "needs a deployment name (no '/') and a model")

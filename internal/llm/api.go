@@ -121,6 +121,12 @@ type Request struct {
 	// options): without a usage report, the output seen understates the
 	// output billed.
 	HiddenReasoning bool
+	// OutputBeyondCap reports that the provider may bill more output than
+	// OutputCap × Choices even when it was sent the cap: Gemini's
+	// thinking (a guide the model may overshoot, documented apart from
+	// maxOutputTokens), Amazon Nova's reasoning on Bedrock. OpenAI's,
+	// Anthropic's and Converse's caps include reasoning.
+	OutputBeyondCap bool
 	// Background reports a Responses API request with "background": true:
 	// the generation runs on after the reply, whose usage is null.
 	Background bool
@@ -164,6 +170,20 @@ func (r *Request) Estimate() accounting.Estimate {
 		out *= choices
 	}
 	return accounting.Estimate{InputTokens: accounting.ClampTokens(r.InputTokens), OutputTokens: out}
+}
+
+// UsageBound is the most usage the request could have produced, which a
+// usage report is held to (see [accounting.Usage.Within]): input up to
+// contextWindow, the model's; output up to the cap times the choices,
+// when capSent says the provider was sent the cap (the request's own or
+// one injected), or else, or for output beyond the cap
+// (OutputBeyondCap), up to contextWindow per choice.
+func (r *Request) UsageBound(capSent bool, contextWindow int64) accounting.Usage {
+	out := r.Estimate().OutputTokens
+	if !capSent || r.OutputBeyondCap {
+		out = (&Request{OutputCap: contextWindow, Choices: r.Choices}).Estimate().OutputTokens
+	}
+	return accounting.Usage{InputTokens: accounting.ClampTokens(contextWindow), OutputTokens: out}
 }
 
 // UsageReader follows one response body and reports what it cost.

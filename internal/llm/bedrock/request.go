@@ -131,7 +131,11 @@ func (Converse) ParseRequest(path string, body []byte, opts llm.ParseOptions) (l
 	if err != nil {
 		return req, err
 	}
-	req.HiddenReasoning = req.HiddenReasoning || reasoning.IsObject() && typ != "disabled"
+	nova := reasoning.IsObject() && typ != "disabled"
+	req.HiddenReasoning = req.HiddenReasoning || nova
+	// Claude's thinking is part of its max_tokens; how Nova's reasoning
+	// counts against maxTokens is not documented.
+	req.OutputBeyondCap = nova
 	if !req.CapGiven {
 		// Claude's extended thinking, passed through in Anthropic's own
 		// shape: maxTokens must exceed the budget.

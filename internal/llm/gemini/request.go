@@ -162,30 +162,37 @@ func (GenerateContent) ParseRequest(path string, body []byte, opts llm.ParseOpti
 	if given {
 		req.Choices = n
 	}
-	req.HiddenReasoning, err = thinking(field(cfg, "thinkingConfig", "thinking_config"))
+	var off bool
+	req.HiddenReasoning, off, err = thinking(field(cfg, "thinkingConfig", "thinking_config"))
+	// Models since 2.5 think unless told not to, and Google documents
+	// their thinking apart from maxOutputTokens, with a budget the model
+	// may overshoot: only thinking turned off bounds the output by the
+	// cap.
+	req.OutputBeyondCap = !off
 	return req, err
 }
 
 // thinking reads a thinkingConfig and reports whether it turns thinking
-// on: a thinkingBudget of 0 turns it off, any other (-1 is dynamic) or
-// none (the model's default) leaves it on, and so does a thinkingLevel.
-// Thinking is billed as output and streamed, at most, as a summary.
-func thinking(cfg gjson.Result) (bool, error) {
+// on: a thinkingBudget of 0 turns it off (off), any other (-1 is
+// dynamic) or none (the model's default) leaves it on, and so does a
+// thinkingLevel. Thinking is billed as output and streamed, at most, as
+// a summary.
+func thinking(cfg gjson.Result) (on, off bool, err error) {
 	if err := llm.OptionalObject(cfg, "thinkingConfig"); err != nil || !cfg.IsObject() {
-		return false, err
+		return false, false, err
 	}
 	if _, err := llm.OptionalString(field(cfg, "thinkingLevel", "thinking_level"), "thinkingConfig.thinkingLevel"); err != nil {
-		return false, err
+		return false, false, err
 	}
 	switch budget := field(cfg, "thinkingBudget", "thinking_budget"); budget.Type {
 	case gjson.Null:
-		return true, nil
+		return true, false, nil
 	case gjson.Number:
 		if n, err := strconv.ParseInt(budget.Raw, 10, 64); err == nil && n >= -1 {
-			return n != 0, nil
+			return n != 0, n == 0, nil
 		}
 	}
-	return false, errors.New("thinkingConfig.thinkingBudget must be an integer of -1 or more")
+	return false, false, errors.New("thinkingConfig.thinkingBudget must be an integer of -1 or more")
 }
 
 // partsTokens counts a Content's parts into t, and reports a part that
