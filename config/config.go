@@ -126,6 +126,7 @@ func Parse(data []byte) (*Config, error) {
 	c.models(&f)
 	c.limits(&f, p)
 	c.settlement(&f, p)
+	c.requestBytes(&f, p)
 	c.reload(&f, p)
 	c.tracing(&f, p)
 	c.regions(&f, p)

@@ -47,6 +47,8 @@
 //	regions                          Regions: the region's regions.Options and
 //	                                 the ledger's redisstore.Options
 //	limits[].across_regions          Limit.AcrossRegions (needs regions)
+//	request_bytes                    Server.RequestBytes (sizes in bytes, with
+//	                                 GOMEMLIMIT's units)
 //	settlement, azure,               Server's HiddenReasoningModels,
 //	strip_accept_encoding            RefuseBackground, ContextWindows,
 //	                                 AzureDeployments, StripAcceptEncoding

@@ -21,6 +21,7 @@ type file struct {
 	Azure               azureFile            `yaml:"azure"`
 	ServiceTiers        map[string]float64   `yaml:"service_tiers"`
 	RateLimitHeaders    rateLimitHeadersFile `yaml:"rate_limit_headers"`
+	RequestBytes        requestBytesFile     `yaml:"request_bytes"`
 	Reload              reloadFile           `yaml:"reload"`
 	Tracing             *tracingFile         `yaml:"tracing"`
 	Regions             *regionsFile         `yaml:"regions"`

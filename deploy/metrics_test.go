@@ -212,6 +212,9 @@ func TestExportedMetrics(t *testing.T) {
 		"tokenwarden_waited_total":                                 {"outcome"},
 		"tokenwarden_wait_seconds_bucket":                          {"le"},
 		"tokenwarden_waiting":                                      nil,
+		"tokenwarden_request_bytes_in_flight":                      nil,
+		"tokenwarden_request_bytes_limit":                          {"of"},
+		"tokenwarden_request_bytes_refused_total":                  {"reason"},
 
 		"tokenwarden_learned_output_requests_total":         {"estimate"},
 		"tokenwarden_learned_output_tokens_total":           {"kind"},

@@ -342,6 +342,7 @@ func TestRetainedPerStream(t *testing.T) {
 			if resp, last := st.handle(m); resp == nil || last || resp.GetImmediateResponse() != nil {
 				t.Fatalf("%T: got reply %v, last %v", m.Request, resp, last)
 			}
+			st.replied() // as Process does once the reply is sent
 		}
 		open[i] = st
 	}

@@ -33,7 +33,7 @@ type metrics struct {
 // outcomes are the outcome label values of tokenwarden_requests_total:
 // the limiter's (accounting.Outcome) and the server's own refusals. It is
 // the one count of admission outcomes; the limiter keeps none.
-var outcomes = [...]string{"admitted", "failed_open", "rejected", "never_fits", "run_over", "downgraded", "cancelled", "unavailable", "bad_request", "unauthenticated", "misconfigured", "unmetered", "passed", "refused"}
+var outcomes = [...]string{"admitted", "failed_open", "rejected", "never_fits", "run_over", "downgraded", "cancelled", "unavailable", "bad_request", "unauthenticated", "misconfigured", "unmetered", "passed", "refused", "bytes_rejected", "bytes_unavailable"}
 
 // bases are the basis label values of tokenwarden_settlement_basis_total.
 var bases = [...]Basis{BasisUsage, BasisEstimate, BasisReserved, BasisRefused, BasisRequest}
@@ -46,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokenwarden_requests_total",
-			Help: "Requests by API and outcome: admitted, failed_open (admitted unreserved: the store failed and every limit allows that), rejected (429), never_fits (429: larger than a limit's capacity), run_over (429: an agent run's lifetime budget is spent), downgraded (admitted on the fallback model a refusing limit names, after its wait if it has one), cancelled (the client left while its request waited for capacity), unavailable (503: the store failed under a deny limit), bad_request, unauthenticated, misconfigured (the filter's processing mode cannot meter it), unmetered (a response began before the request body completed), passed (not an LLM API path, passed untouched: no identity asked, nothing reserved), refused (403: a call of an unmetered API family the config does not allow, see unmetered_apis).",
+			Help: "Requests by API and outcome: admitted, failed_open (admitted unreserved: the store failed and every limit allows that), rejected (429), never_fits (429: larger than a limit's capacity), run_over (429: an agent run's lifetime budget is spent), downgraded (admitted on the fallback model a refusing limit names, after its wait if it has one), cancelled (the client left while its request waited for capacity), unavailable (503: the store failed under a deny limit), bad_request, unauthenticated, misconfigured (the filter's processing mode cannot meter it), unmetered (a response began before the request body completed), passed (not an LLM API path, passed untouched: no identity asked, nothing reserved), refused (403: a call of an unmetered API family the config does not allow, see unmetered_apis), bytes_rejected (429 at the headers: the body does not fit its principal's share of the request bytes in flight), bytes_unavailable (503 at the headers: the replica holds its whole budget of request bytes in flight).",
 		}, []string{"api", "outcome"}),
 		settlements: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokenwarden_settlement_basis_total",

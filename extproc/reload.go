@@ -29,7 +29,7 @@ func (s *Server) Reload(opts Options) error {
 		return errors.New("extproc: Reload cannot change the limiter's store")
 	}
 	opts.Logger, opts.Registerer = s.log, nil
-	next, err := newServer(opts, s.m, s.lm, s.current().learned)
+	next, err := newServer(opts, s.m, s.lm, s.bb, s.current().learned)
 	if err != nil {
 		return err
 	}

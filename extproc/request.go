@@ -114,6 +114,9 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata, 
 				"api", api.Name(), "mode", st.bodyMode.String())
 			return misconfigured(api, "the filter's request_body_mode is "+st.bodyMode.String()+", not BUFFERED"), true
 		}
+		if resp, done := st.chargeBody(h); done {
+			return resp, true
+		}
 		strip := st.s.opts.StripAcceptEncoding
 		streamed := st.bodyMode == filterv3.ProcessingMode_STREAMED
 		return meteredHeadersReplies[b2i(strip)][b2i(streamed)][b2i(forged)], false
@@ -208,8 +211,16 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingRespo
 		st.count(st.target.api, "bad_request")
 		return badRequest(st.target.api, "request body too large"), true
 	}
+	if resp, done := st.fitBody(len(st.body) + len(b.Body)); done {
+		return resp, true
+	}
 	switch st.bodyMode {
 	case filterv3.ProcessingMode_STREAMED:
+		if st.body == nil && st.bodyLength > 0 {
+			// Collected at its announced length, in one buffer, not
+			// grown (and copied) chunk by chunk.
+			st.body = make([]byte, 0, st.bodyLength)
+		}
 		st.body = append(st.body, b.Body...)
 		if !b.EndOfStream {
 			// Hold the chunk: the upstream gets the body only once it

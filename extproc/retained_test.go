@@ -100,6 +100,7 @@ func TestRetainedPerStreamEveryAPI(t *testing.T) {
 					if resp, last := st.handle(m); resp == nil || last || resp.GetImmediateResponse() != nil {
 						t.Fatalf("%s, %s: %T: got reply %v, last %v", api.name, coding.name, m.Request, resp, last)
 					}
+					st.replied() // as Process does once the reply is sent
 				}
 				open[i] = st
 			}

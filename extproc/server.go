@@ -64,6 +64,10 @@ type Options struct {
 	// MaxBuffer bounds what a usage reader keeps of a response (a JSON
 	// body, one SSE event); zero means DefaultMaxBuffer.
 	MaxBuffer int
+	// RequestBytes bounds the request bodies the server holds at once,
+	// in all and per principal; the zero value derives the bounds from
+	// the memory the process is given.
+	RequestBytes RequestBytes
 	// HiddenReasoningModels are model patterns ('*' matches any run of
 	// characters) of models that reason without streaming their
 	// reasoning: a response of theirs that reports no usage is charged
@@ -190,8 +194,9 @@ type Server struct {
 	opts      Options
 	log       *slog.Logger
 	m         *metrics
-	reasoning []string // compiled HiddenReasoningModels
-	learned   *learner // nil unless LearnedOutput is on
+	bb        *bodyBytes // shared with the Servers Reload makes
+	reasoning []string   // compiled HiddenReasoningModels
+	learned   *learner   // nil unless LearnedOutput is on
 	lm        *learnedMetrics
 	// warnedObservability: the observability-mode warning was logged.
 	warnedObservability atomic.Bool
@@ -208,7 +213,7 @@ func NewServer(opts Options) (*Server, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
-	return newServer(opts, newMetrics(opts.Registerer), newLearnedMetrics(opts.Registerer), nil)
+	return newServer(opts, newMetrics(opts.Registerer), newLearnedMetrics(opts.Registerer), newBodyBytes(opts.Registerer), nil)
 }
 
 // check reports what keeps opts from making a Server.
@@ -223,11 +228,11 @@ func (opts *Options) check() error {
 }
 
 // newServer returns a Server of opts, which check accepted, counting in
-// m and lm: NewServer's own collectors, or those a Server shares with
-// the ones Reload makes. It keeps prev, the learner of the Server it
-// replaces, when opts ask for the same estimator: a reload is no reason
-// to learn again.
-func newServer(opts Options, m *metrics, lm *learnedMetrics, prev *learner) (*Server, error) {
+// m and lm and charging request bodies to bb: NewServer's own, or those
+// a Server shares with the ones Reload makes, whose limits it sets to
+// opts'. It keeps prev, the learner of the Server it replaces, when opts
+// ask for the same estimator: a reload is no reason to learn again.
+func newServer(opts Options, m *metrics, lm *learnedMetrics, bb *bodyBytes, prev *learner) (*Server, error) {
 	if opts.Counter == nil {
 		opts.Counter = tokenizer.Default()
 	}
@@ -240,7 +245,7 @@ func newServer(opts Options, m *metrics, lm *learnedMetrics, prev *learner) (*Se
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{opts: opts, log: log, m: m, reasoning: reasoning, lm: lm, tracer: newTracer(opts.TracerProvider)}
+	s := &Server{opts: opts, log: log, m: m, bb: bb, reasoning: reasoning, lm: lm, tracer: newTracer(opts.TracerProvider)}
 	s.learned = prev
 	if !prev.sameEstimator(opts.LearnedOutput) {
 		learned, err := newLearner(opts.LearnedOutput, lm)
@@ -250,6 +255,7 @@ func newServer(opts Options, m *metrics, lm *learnedMetrics, prev *learner) (*Se
 		s.learned = learned
 	}
 	lm.live.Store(s.learned)
+	bb.setLimits(&s.opts)
 	return s, nil
 }
 
@@ -312,8 +318,10 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			return status.Error(codes.InvalidArgument, "unexpected ext_proc message")
 		}
 		err = srv.Send(resp)
-		// Sent or not, the reply is done with what it borrowed.
+		// Sent or not, the reply is done with what it borrowed, and
+		// with the request body if it was the decision's.
 		st.sent()
+		st.replied()
 		if err != nil {
 			if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
 				return nil

@@ -6,9 +6,11 @@ import (
 	"github.com/tokenwarden/tokenwarden/accounting"
 )
 
-// finish settles a reservation the stream did not: the client went away,
-// the upstream failed, or Envoy closed the stream early.
+// finish ends the stream: it gives back what its request body is still
+// charged, and settles a reservation the stream did not (the client went
+// away, the upstream failed, or Envoy closed the stream early).
 func (st *stream) finish() {
+	st.releaseBody()
 	st.settle(false, nil)
 }
 

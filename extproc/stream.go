@@ -67,8 +67,15 @@ type stream struct {
 	held  bool
 	attrs accounting.Attributes
 	body  []byte // request body chunks collected so far
-	req   llm.Request
-	res   *accounting.Reservation
+	// bodyCharge is what the request body is charged in the server's
+	// request bytes in flight, under principal (see bodybytes.go); zero
+	// before the charge and once it is given back. bodyLength is the
+	// body's announced content-length, -1 when it has none.
+	bodyCharge int64
+	bodyLength int64
+	principal  string
+	req        llm.Request
+	res        *accounting.Reservation
 	// capSent: the provider was sent an output cap (the request's own,
 	// or one injected), which bounds the output a report may state.
 	capSent bool

@@ -66,6 +66,31 @@ func (o *Options) Validate() error {
 		}
 	}
 	errs = append(errs, o.validateTracing()...)
+	errs = append(errs, accounting.PrefixFields("request_bytes", o.RequestBytes.validate(&o.Identity)))
+	return errors.Join(errs...)
+}
+
+// validate reports the problems of the request bytes' bounds, each
+// named by its key under request_bytes.
+func (o *RequestBytes) validate(identity *Identity) error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, accounting.FieldErrorf(field, format, args...))
+	}
+	if o.InFlight < 0 {
+		bad("in_flight", "%d is negative", o.InFlight)
+	}
+	switch {
+	case o.PerPrincipal < 0:
+		bad("per_principal", "%d is negative", o.PerPrincipal)
+	case o.InFlight > 0 && o.PerPrincipal > o.InFlight:
+		bad("per_principal", "%d is more than in_flight (%d)", o.PerPrincipal, o.InFlight)
+	}
+	for i, name := range o.Principal {
+		if !slices.ContainsFunc(identity.Attributes, func(a AttributeSource) bool { return a.Name == name }) {
+			bad(fmt.Sprintf("principal[%d]", i), "%q is not one of the identity attributes", name)
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -117,6 +117,7 @@ func configChanges(cur, next *config.Config) (live, restart []string) {
 	diff(&live, "rate_limit_headers", []any{c.IETFRateLimitHeaders, c.NoAnthropicRateLimitHeaders, c.ShouldRetryMax},
 		[]any{n.IETFRateLimitHeaders, n.NoAnthropicRateLimitHeaders, n.ShouldRetryMax})
 	diff(&live, "strip_accept_encoding", c.StripAcceptEncoding, n.StripAcceptEncoding)
+	diff(&live, "request_bytes", c.RequestBytes, n.RequestBytes)
 	// What is left of the server options: those named above cleared,
 	// and the counter, which the estimation section builds.
 	for _, o := range []*extproc.Options{&c, &n} {
@@ -124,6 +125,7 @@ func configChanges(cur, next *config.Config) (live, restart []string) {
 		o.HiddenReasoningModels, o.RefuseBackground, o.AzureDeployments, o.ServiceTierFactors = nil, false, nil, nil
 		o.IETFRateLimitHeaders, o.NoAnthropicRateLimitHeaders, o.StripAcceptEncoding = false, false, false
 		o.ShouldRetryMax = 0
+		o.RequestBytes = extproc.RequestBytes{}
 		o.Counter = nil
 	}
 	diff(&live, "other settings", c, n)

@@ -67,6 +67,7 @@ func TestConfigChanges(t *testing.T) {
 		{name: "rate-limit headers", next: baseConfig + "rate_limit_headers: {ietf: true}\n", live: []string{"rate_limit_headers"}},
 		{name: "retry hint", next: baseConfig + "rate_limit_headers: {should_retry_max: 5m}\n", live: []string{"rate_limit_headers"}},
 		{name: "strip accept-encoding", next: baseConfig + "strip_accept_encoding: true\n", live: []string{"strip_accept_encoding"}},
+		{name: "request bytes", next: baseConfig + "request_bytes: {in_flight: 512MiB}\n", live: []string{"request_bytes"}},
 		{name: "listen", next: replace("127.0.0.1:50051", "0.0.0.0:50051"), restart: []string{"listen"}},
 		{name: "admin", next: baseConfig + "admin: 127.0.0.1:9999\n", restart: []string{"admin"}},
 		{name: "pprof", next: baseConfig + "admin_pprof: true\n", restart: []string{"admin_pprof"}},

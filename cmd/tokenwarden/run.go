@@ -128,6 +128,8 @@ func serve(ctx context.Context, cfg *config.Config, file *configFile, hash strin
 	log := newLogger(cfg.Log, level, stderr)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Before the server derives its request bytes in flight from it.
+	setGoMemoryLimit(log)
 
 	store, closeStore, err := newStore(cfg, log)
 	if err != nil {
@@ -206,10 +208,14 @@ func serve(ctx context.Context, cfg *config.Config, file *configFile, hash strin
 		rl.run(reloadCtx, hup)
 		close(reloads)
 	}()
+	inFlight, perPrincipal := srv.RequestBytesLimits()
+	_, _, memory, memorySource := extproc.DefaultRequestBytes()
 	log.Info("tokenwarden started",
 		"listen", grpcLis.Addr().String(), "admin", adminLis.Addr().String(),
 		"store", storeType, "limits", len(cfg.Accounting.Limits), "config_sha256", hash,
-		"watch_interval", rl.watchInterval().String())
+		"watch_interval", rl.watchInterval().String(),
+		"request_bytes_in_flight", inFlight, "request_bytes_per_principal", perPrincipal,
+		"memory_bytes", memory, "memory_from", memorySource)
 
 	var serveErr error
 	select {
