@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,8 @@ import (
 	"go.yaml.in/yaml/v3"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/tokenwarden/tokenwarden/internal/bodybudget"
 )
 
 // The package's directories, and where the tests mount them in memory.
@@ -460,4 +463,73 @@ func checkConfig(t *testing.T, raw string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("tokenwarden check-config: %v\n%s", err, out)
 	}
+}
+
+// TestMemorySizedFromTheBudget: the pod's memory is sized from the request
+// bodies a replica may hold at once. GOMEMLIMIT is set, and the budget
+// tokenwarden derives from it gives one principal room for the largest body
+// the shipped Envoy buffers; the pod's limit leaves room beyond GOMEMLIMIT
+// for what the Go runtime does not count; the request is the limit, so that
+// the node never takes memory back from a replica that holds bodies.
+func TestMemorySizedFromTheBudget(t *testing.T) {
+	objs := render(t, memFS(t), filepath.Join(mount, "base"))
+	c := at(t, objs.get(t, "Deployment", "tokenwarden"), "spec", "template", "spec", "containers", 0)
+	var goLimit int64
+	for _, e := range at(t, c, "env").([]any) {
+		if e.(map[string]any)["name"] == "GOMEMLIMIT" {
+			goLimit = byteQuantity(t, fmt.Sprint(e.(map[string]any)["value"]))
+		}
+	}
+	if goLimit == 0 {
+		t.Fatal("the container sets no GOMEMLIMIT")
+	}
+	limit := byteQuantity(t, fmt.Sprint(at(t, c, "resources", "limits", "memory")))
+	if req := byteQuantity(t, fmt.Sprint(at(t, c, "resources", "requests", "memory"))); req != limit {
+		t.Errorf("memory request %d, want the limit, %d", req, limit)
+	}
+	if goLimit*9/8 > limit {
+		t.Errorf("GOMEMLIMIT %d leaves less than a ninth of the %d-byte limit to what the runtime does not count", goLimit, limit)
+	}
+	inFlight, share := bodybudget.Default(goLimit)
+	if envoyLimit := envoyBufferLimit(t); share < envoyLimit {
+		t.Errorf("a principal's share of the %d bytes in flight is %d, less than the %d-byte bodies Envoy buffers", inFlight, share, envoyLimit)
+	}
+	if bodybudget.Copies*inFlight > goLimit {
+		t.Errorf("%d bytes in flight, %d copies each, do not fit GOMEMLIMIT %d", inFlight, bodybudget.Copies, goLimit)
+	}
+}
+
+// byteQuantity reads a memory size as Kubernetes (1152Mi, 1Gi) or
+// GOMEMLIMIT (1024MiB) writes it.
+func byteQuantity(t *testing.T, q string) int64 {
+	t.Helper()
+	for _, u := range []struct {
+		suffix string
+		shift  uint
+	}{{"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"Gi", 30}, {"Mi", 20}, {"Ki", 10}, {"B", 0}, {"", 0}} {
+		if n, ok := strings.CutSuffix(q, u.suffix); ok {
+			v, err := strconv.ParseInt(n, 10, 64)
+			if err != nil {
+				t.Fatalf("memory size %q: %v", q, err)
+			}
+			return v << u.shift
+		}
+	}
+	return 0
+}
+
+// envoyBufferLimit returns the request_body_buffer_limit of the shipped
+// envoy.yaml: the largest request body Envoy hands tokenwarden.
+func envoyBufferLimit(t *testing.T) int64 {
+	t.Helper()
+	data, err := os.ReadFile("../../envoy/envoy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*request_body_buffer_limit:\s*(\d+)\s*$`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("envoy/envoy.yaml sets no request_body_buffer_limit")
+	}
+	n, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	return n
 }
