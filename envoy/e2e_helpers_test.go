@@ -221,6 +221,8 @@ type e2eRig struct {
 
 	mu sync.Mutex
 	tw *twProcess // the current tokenwarden; replaced by restartTokenwarden
+	// twEnv is added to tokenwarden's environment (NAME=value).
+	twEnv []string
 }
 
 // e2e returns the shared rig, starting it on first use. Without Envoy the test
@@ -471,7 +473,7 @@ func (r *e2eRig) startTokenwarden(listen, admin string) (*twProcess, error) {
 
 // startTokenwardenWith is startTokenwarden on another config file.
 func (r *e2eRig) startTokenwardenWith(config, listen, admin string) (*twProcess, error) {
-	p, err := startE2EProc(r.dir, "tokenwarden", r.twBin, "-config", config, "-listen", listen, "-admin", admin)
+	p, err := startE2EProcEnv(r.dir, "tokenwarden", r.twBin, r.twEnv, "-config", config, "-listen", listen, "-admin", admin)
 	if err != nil {
 		return nil, err
 	}
@@ -538,9 +540,18 @@ type e2eProc struct {
 }
 
 func startE2EProc(dir, name, bin string, args ...string) (*e2eProc, error) {
+	return startE2EProcEnv(dir, name, bin, nil, args...)
+}
+
+// startE2EProcEnv is startE2EProc with env (NAME=value) added to the
+// child's environment.
+func startE2EProcEnv(dir, name, bin string, env []string, args ...string) (*e2eProc, error) {
 	p := &e2eProc{name: name, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Dir = dir
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	setE2EDeathSignal(p.cmd)
 	if err := p.cmd.Start(); err != nil {
