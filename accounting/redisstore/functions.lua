@@ -446,11 +446,7 @@ local function fast_settle(keys, vals, arg, n, t)
           if q ~= 41 then a = sunpack('<d', val, q + 8) end
           a = a - reserved
           if a < 0 then a = 0 end
-          if q == 41 then
-            v, hi = spack('<ddddddd', sn, total, head, k, born, p1, a), 56
-          else
-            v, hi = patch(v, q + 8, spack('<d', a)), q + 15
-          end
+          v, hi = patch(v, q + 8, spack('<d', a)), q + 15
         end
         local cur = now / period
         cur = cur - cur % 1

@@ -84,6 +84,21 @@ func TestSlidingValue(t *testing.T) {
 	settle(d, 1)
 	check("a refund to a slot between", f+5, 50, []float64{2, 1, 7, 0, 0, 40}, piece(first+5), 2, piece(first+4), 0)
 
+	// A settlement in an older slot whose piece is still the newest: the
+	// slots moved on by the extra charge of a reservation whose own slot
+	// has left the window, which takes no piece.
+	s3 := accounting.Limit{Name: "tpm3", Algorithm: accounting.SlidingWindow, Limit: 1_000_000, Window: time.Minute}
+	c = s3.Counter(nil)
+	s.frozen.Store(start.UnixMicro())
+	o := reserve("o", 10)
+	s.frozen.Store(start.Add(10 * slot).UnixMicro())
+	r := reserve("r", 40)
+	s.frozen.Store(start.Add(12 * slot).UnixMicro())
+	settle(o, 25)
+	check("an extra charge after its slot left", f+12, 55, []float64{15, 0, 40}, piece(first+10), 40, piece(first), 0)
+	settle(r, 30)
+	check("a refund to an older slot, its piece the newest", f+12, 45, []float64{15, 0, 30}, piece(first+10), 0, piece(first), 0)
+
 	// A settlement that leaves the oldest slot empty: the value ends at
 	// the newest slot with an amount.
 	s2 := accounting.Limit{Name: "tpm2", Algorithm: accounting.SlidingWindow, Limit: 1_000_000, Window: time.Minute}
