@@ -273,12 +273,26 @@ type Trip struct {
 	// Remaining and Reset describe the limit's counter before the request.
 	Remaining int64
 	Reset     time.Duration
-	// RetryAfter is when enough frees up; zero if NeverFits.
+	// RetryAfter is when to ask again: when enough frees up, or, when
+	// Settling, at most [InFlightRetryAfter]; zero if NeverFits or Final.
 	RetryAfter time.Duration
+	// FreesAfter is when enough frees up with the reservations in
+	// flight charged in full, as the store says: RetryAfter unless
+	// Settling; zero for a lifetime budget, which never frees on its
+	// own.
+	FreesAfter time.Duration
+	// Settling reports a shortfall that reservations still in flight
+	// hold (see settling.go): as they settle, what they do not use
+	// returns, and the request may fit.
+	Settling bool
+	// InFlight is what reservations in flight hold of the limit's
+	// counter ([CounterState.InFlight]).
+	InFlight int64
 	// NeverFits reports a request larger than the limit's capacity.
 	NeverFits bool
-	// Final reports a refusal by a [Lifetime] limit: the budget is for
-	// the scope's whole life, so the same request will never fit.
+	// Final reports a refusal by a [Lifetime] limit that nothing in
+	// flight can undo: the budget is for the scope's whole life, so the
+	// same request will never fit.
 	Final bool
 	// Expired reports, with Final, that the scope's wall-clock cap has
 	// passed.
@@ -545,39 +559,58 @@ func tighter(cur DimState, lim *Limit, st CounterState) DimState {
 
 // pickTrip names the limit that frees last among those that did not fit:
 // one the request can never fit first (too large for it, or a lifetime
-// budget), else the largest RetryAfter.
+// budget nothing in flight can undo), else the largest RetryAfter.
 func pickTrip(items []reservedItem, states []CounterState) (Trip, bool) {
-	best := -1
-	never := func(i int) bool {
-		return states[i].NeverFits || items[i].limit.Algorithm == Lifetime
-	}
+	var best Trip
+	found := false
 	for i, st := range states {
 		if st.Fits || items[i].limit.Mode == Shadow {
 			continue
 		}
-		if best < 0 {
-			best = i
-			continue
-		}
-		b := states[best]
-		if (never(i) && !never(best)) || (never(i) == never(best) && st.RetryAfter > b.RetryAfter) {
-			best = i
+		if t := tripOf(&items[i], st); !found || t.namedOver(&best) {
+			best, found = t, true
 		}
 	}
-	if best < 0 {
+	if !found {
 		return Trip{}, false
 	}
-	st := states[best]
-	return Trip{
-		Limit:      items[best].limit,
-		Requested:  items[best].amount,
+	best.Wait = waitFor(items, states)
+	return best, true
+}
+
+// tripOf describes the refusal of item it, whose counter is in state st.
+func tripOf(it *reservedItem, st CounterState) Trip {
+	t := Trip{
+		Limit:      it.limit,
+		Requested:  it.amount,
 		Remaining:  st.Remaining,
 		Reset:      st.Reset,
 		RetryAfter: st.RetryAfter,
+		FreesAfter: st.RetryAfter,
+		InFlight:   st.InFlight,
 		NeverFits:  st.NeverFits,
-		Final:      items[best].limit.Algorithm == Lifetime,
 		Expired:    st.Expired,
-		Key:        items[best].counter.Key,
-		Wait:       waitFor(items, states),
-	}, true
+		Key:        it.counter.Key,
+	}
+	if settling(it.limit, it.amount, st) {
+		t.Settling = true
+		t.RetryAfter = InFlightRetryAfter
+		if st.RetryAfter > 0 {
+			t.RetryAfter = min(st.RetryAfter, InFlightRetryAfter)
+		}
+	}
+	t.Final = it.limit.Algorithm == Lifetime && !t.Settling
+	return t
+}
+
+// never reports a refusal that no wait ends.
+func (t *Trip) never() bool { return t.NeverFits || t.Final }
+
+// namedOver reports whether a rejection names t rather than u: the one
+// no wait ends, else the one that frees later.
+func (t *Trip) namedOver(u *Trip) bool {
+	if t.never() != u.never() {
+		return t.never()
+	}
+	return t.RetryAfter > u.RetryAfter
 }

@@ -47,6 +47,8 @@ func (d *Decision) Outcome() Outcome {
 	case d.Trip.NeverFits:
 		return OutcomeNeverFits
 	case d.Trip.Final:
+		// Not a run budget that requests in flight may yet leave room
+		// in (Trip.Settling): that is a rejection like any other.
 		return OutcomeRunOver
 	case d.Wait.Outcome == WaitCancelled:
 		return OutcomeCancelled

@@ -36,9 +36,14 @@ func TestDecisionOutcome(t *testing.T) {
 			l := newLimiter(t, store, tt.limit)
 			req := accounting.Request{Attributes: tenant, Estimate: accounting.Estimate{InputTokens: tt.tokens}}
 			if tt.want == accounting.OutcomeRejected || tt.want == accounting.OutcomeRunOver {
-				// Take most of the limit first.
-				if r, err := l.Reserve(t.Context(), req); err != nil || !r.Admitted {
+				// Spend most of the limit first: settled, so that nothing
+				// in flight may give any of it back.
+				r, err := l.Reserve(t.Context(), req)
+				if err != nil || !r.Admitted {
 					t.Fatalf("first reservation: %v", err)
+				}
+				if _, err := r.Settle(t.Context(), accounting.Usage{InputTokens: tt.tokens}); err != nil {
+					t.Fatal(err)
 				}
 			}
 			store.down.Store(tt.down)

@@ -123,10 +123,11 @@ func waitFor(items []reservedItem, states []CounterState) time.Duration {
 			continue
 		}
 		lim := items[i].limit
-		if lim.OnExhausted.WaitUpTo <= 0 || st.NeverFits || lim.Algorithm == Lifetime {
+		t := tripOf(&items[i], st)
+		if lim.OnExhausted.WaitUpTo <= 0 || t.never() || lim.Algorithm == Lifetime {
 			return 0
 		}
-		wait, last = min(wait, lim.OnExhausted.WaitUpTo), max(last, st.RetryAfter)
+		wait, last = min(wait, lim.OnExhausted.WaitUpTo), max(last, t.nextAttempt())
 	}
 	if wait == math.MaxInt64 || last > wait {
 		return 0
@@ -198,7 +199,7 @@ func (l *Limiter) wait(ctx context.Context, req Request, r *Reservation, w *wait
 	}
 	refusedAt := start
 	for {
-		retryAt := refusedAt.Add(r.Trip.RetryAfter)
+		retryAt := refusedAt.Add(r.Trip.nextAttempt())
 		if retryAt.After(deadline) {
 			// Giving up now spares the client a wait that ends in the
 			// same refusal.
@@ -261,6 +262,7 @@ func (l *Limiter) refused(r *Reservation, refusedAt, start time.Time, o WaitOutc
 	}
 	since := now.Sub(refusedAt)
 	r.Trip.RetryAfter = max(r.Trip.RetryAfter-since, 0)
+	r.Trip.FreesAfter = max(r.Trip.FreesAfter-since, 0)
 	r.Trip.Reset = max(r.Trip.Reset-since, 0)
 	if d := &r.Dims[r.Trip.Limit.Dimension]; d.Applied {
 		d.Reset = max(d.Reset-since, 0)

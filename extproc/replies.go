@@ -89,9 +89,11 @@ func immediate(api errorShape, e llm.Error, details string, headers []*corev3.He
 //
 // A 429 the client should not retry (see [shouldRetry]) carries
 // x-should-retry: false, which the OpenAI and Anthropic SDKs obey. One
-// that has a reset time (not a request too large for the limit, nor a
+// that has a retry time (not a request too large for the limit, nor a
 // run's spent budget) carries it in retry-after, retry-after-ms and, as an
-// RFC 3339 time, x-tokenwarden-reset-at.
+// RFC 3339 time, x-tokenwarden-reset-at: the reset of the limit, or, when
+// requests in flight hold the shortfall, the short retry that their
+// settlements may make room by (accounting.InFlightRetryAfter).
 func rejection(api errorShape, r *accounting.Reservation, extra []*corev3.HeaderValueOption, now time.Time, maxWait time.Duration) *extprocv3.ProcessingResponse {
 	t := &r.Trip
 	d := t.Limit.Dimension
@@ -104,34 +106,60 @@ func rejection(api errorShape, r *accounting.Reservation, extra []*corev3.Header
 	}
 	var msg string
 	code := "rate_limit_exceeded"
+	if t.Limit.Algorithm == accounting.Lifetime {
+		// Every refusal of a run's budget, a request larger than the
+		// whole budget included.
+		code = "run_budget_exceeded"
+	}
 	switch {
 	case t.Final:
-		// A lifetime budget never frees: retrying cannot help, and a
-		// request larger than the whole budget is refused by the run's
-		// budget all the same.
-		msg, code = runOverMessage(t), "run_budget_exceeded"
+		// A lifetime budget never frees: retrying cannot help.
+		msg = runOverMessage(t)
 	case t.NeverFits:
 		msg = fmt.Sprintf("Request too large for limit %s on %s: it needs %s but the limit allows at most %s%s. Retrying will not help: reduce the input or the output cap.",
 			t.Limit.Name, d, formatAmount(d, t.Requested), formatAmount(d, t.Limit.Capacity()), per(t.Limit))
 	default:
 		secs := int64(math.Ceil(t.RetryAfter.Seconds()))
 		ms := int64(math.Ceil(float64(t.RetryAfter) / float64(time.Millisecond)))
-		at := resetAt(t, now).Format(time.RFC3339)
+		at := resetAt(t.RetryAfter, now).Format(time.RFC3339)
 		headers = append(headers,
 			setHeader("retry-after", strconv.FormatInt(max(secs, 1), 10)),
 			setHeader("retry-after-ms", strconv.FormatInt(max(ms, 1), 10)),
 			setHeader("x-tokenwarden-reset-at", at))
-		msg = fmt.Sprintf("Rate limit reached for limit %s on %s: limit %s%s, remaining %s, requested %s. ",
-			t.Limit.Name, d, formatAmount(d, t.Limit.Capacity()), per(t.Limit), formatAmount(d, max(0, t.Remaining)),
-			formatAmount(d, t.Requested))
-		if retry {
-			msg += "Please try again in " + formatReset(t.RetryAfter) + "."
-		} else {
-			msg += "The limit has room again at " + at + " (in " + formatReset(t.RetryAfter) + "): do not retry before then."
+		switch {
+		case t.Limit.Algorithm == accounting.Lifetime:
+			// Settling: the run's own requests in flight hold it.
+			msg = runOverMessage(t) + " " + settlingNote(t, now)
+		case t.Settling:
+			msg = limitReached(t) + settlingNote(t, now)
+		case retry:
+			msg = limitReached(t) + "Please try again in " + formatReset(t.RetryAfter) + "."
+		default:
+			msg = limitReached(t) + "The limit has room again at " + at + " (in " + formatReset(t.RetryAfter) + "): do not retry before then."
 		}
 	}
 	return immediate(api, llm.Error{Kind: llm.RateLimited, Dimension: d.String(), Code: code, Message: msg},
 		"tokenwarden_rate_limited", headers)
+}
+
+// limitReached begins the message of a refusal that a wait may end.
+func limitReached(t *accounting.Trip) string {
+	d := t.Limit.Dimension
+	return fmt.Sprintf("Rate limit reached for limit %s on %s: limit %s%s, remaining %s, requested %s. ",
+		t.Limit.Name, d, formatAmount(d, t.Limit.Capacity()), per(t.Limit), formatAmount(d, max(0, t.Remaining)),
+		formatAmount(d, t.Requested))
+}
+
+// settlingNote ends the message of a refusal whose shortfall requests in
+// flight hold (Trip.Settling): they may give it back, or not.
+func settlingNote(t *accounting.Trip, now time.Time) string {
+	held := formatAmount(t.Limit.Dimension, t.InFlight)
+	s := "Requests still in flight hold " + held + " of it and give back what they do not use when they end: please try again in " + formatReset(t.RetryAfter) + "."
+	if t.Limit.Algorithm != accounting.Lifetime {
+		s += " If they use all of it, the limit has room again at " + resetAt(t.FreesAfter, now).Format(time.RFC3339) +
+			" (in " + formatReset(t.FreesAfter) + ")."
+	}
+	return s
 }
 
 // per describes a limit's window for messages.

@@ -24,12 +24,15 @@ import (
 const DefaultShouldRetryMax = 2 * time.Minute
 
 // shouldRetry reports whether a 429 for t invites the client to retry:
-// not when waiting cannot help (the request never fits the limit, or a
-// run's lifetime budget tripped), nor when the wait is longer than
-// maxWait (zero means DefaultShouldRetryMax; negative means no wait is
-// too long).
+// always when requests in flight hold its shortfall (their settlements
+// may leave room at any moment); not when waiting cannot help (the
+// request never fits the limit, or a run's lifetime budget tripped), nor
+// when the wait is longer than maxWait (zero means
+// DefaultShouldRetryMax; negative means no wait is too long).
 func shouldRetry(t *accounting.Trip, maxWait time.Duration) bool {
 	switch {
+	case t.Settling:
+		return true
 	case t.NeverFits, t.Final:
 		return false
 	case maxWait == 0:
@@ -40,12 +43,11 @@ func shouldRetry(t *accounting.Trip, maxWait time.Duration) bool {
 	return t.RetryAfter <= maxWait
 }
 
-// resetAt is when the limit t tripped on has room for the request again,
-// at now, rounded up to the whole second an RFC 3339 time names: a client
-// that waits until then is not refused by this limit for want of a
-// millisecond.
-func resetAt(t *accounting.Trip, now time.Time) time.Time {
-	at := now.Add(t.RetryAfter)
+// resetAt is the time after, from now, rounded up to the whole second an
+// RFC 3339 time names: a client that waits until then for a limit to
+// have room is not refused by it for want of a millisecond.
+func resetAt(after time.Duration, now time.Time) time.Time {
+	at := now.Add(after)
 	if r := at.Truncate(time.Second); !r.Equal(at) {
 		at = r.Add(time.Second)
 	}

@@ -52,7 +52,7 @@ func TestResetAt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := resetAt(&accounting.Trip{RetryAfter: tt.after}, now).Format(time.RFC3339)
+			got := resetAt(tt.after, now).Format(time.RFC3339)
 			if got != tt.want {
 				t.Errorf("resetAt(now+%s): got %s, want %s", tt.after, got, tt.want)
 			}

@@ -12,11 +12,16 @@ import (
 // run's whole budget, or only this request does not fit in what the run
 // has left. Either way the reply carries x-should-retry:
 // false, which the OpenAI and Anthropic SDKs honour, as no retry of the
-// same run can succeed.
+// same run can succeed — unless the run's own requests in flight hold
+// what it lacks (Trip.Settling): then it says only what the run has
+// left, and the reply goes on to say when to try again.
 func runOverMessage(t *accounting.Trip) string {
 	l := t.Limit
 	d := l.Dimension
 	switch {
+	case t.Settling:
+		return fmt.Sprintf("Run budget %s on %s: this request needs %s but the run has %s left of its %s.",
+			l.Name, d, formatAmount(d, t.Requested), formatAmount(d, max(0, t.Remaining)), formatAmount(d, l.Limit))
 	case t.Expired:
 		return fmt.Sprintf("Run budget %s: the run is over, its %s since its first request have passed. Retrying will not help: start a new run.",
 			l.Name, l.Window)
