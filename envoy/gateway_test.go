@@ -60,6 +60,19 @@ type extensionPolicy struct {
 			BackendRefs     []backendRef `yaml:"backendRefs"`
 			BackendSettings *struct {
 				CircuitBreaker *circuitBreaker `yaml:"circuitBreaker"`
+				Connection     *struct {
+					BufferLimit string `yaml:"bufferLimit"`
+				} `yaml:"connection"`
+				HealthCheck *struct {
+					Active *struct {
+						Type               string    `yaml:"type"`
+						GRPC               *struct{} `yaml:"grpc"`
+						Timeout            string    `yaml:"timeout"`
+						Interval           string    `yaml:"interval"`
+						UnhealthyThreshold int       `yaml:"unhealthyThreshold"`
+						HealthyThreshold   int       `yaml:"healthyThreshold"`
+					} `yaml:"active"`
+				} `yaml:"healthCheck"`
 			} `yaml:"backendSettings"`
 			ProcessingMode *struct {
 				Request           *processingModeOptions `yaml:"request"`
@@ -120,6 +133,9 @@ type backendTrafficPolicy struct {
 	Spec       struct {
 		TargetRefs     []targetRef     `yaml:"targetRefs"`
 		CircuitBreaker *circuitBreaker `yaml:"circuitBreaker"`
+		RequestBuffer  *struct {
+			Limit string `yaml:"limit"`
+		} `yaml:"requestBuffer"`
 	} `yaml:"spec"`
 }
 
@@ -164,6 +180,12 @@ type httpRoute struct {
 					Value string `yaml:"value"`
 				} `yaml:"path"`
 			} `yaml:"matches"`
+			Filters []struct {
+				Type                  string `yaml:"type"`
+				RequestHeaderModifier *struct {
+					Remove []string `yaml:"remove"`
+				} `yaml:"requestHeaderModifier"`
+			} `yaml:"filters"`
 			BackendRefs []backendRef `yaml:"backendRefs"`
 			Timeouts    *struct {
 				Request        string `yaml:"request"`
@@ -344,9 +366,16 @@ func TestEnvoyGatewayPolicies(t *testing.T) {
 		if len(refs) != 1 || refs[0].Name != svc.name || refs[0].Namespace != svc.namespace || refs[0].Port != svc.grpcPort {
 			t.Errorf("backendRefs: got %+v, want %s.%s:%d", refs, svc.name, svc.namespace, svc.grpcPort)
 		}
-		cb := g.extension.Spec.ExtProc[0].BackendSettings
-		if cb == nil || cb.CircuitBreaker == nil || cb.CircuitBreaker.MaxParallelRequests < 10000 {
-			t.Errorf("backendSettings.circuitBreaker: got %+v, want maxParallelRequests of at least 10000 concurrent streams", cb)
+		bs := g.extension.Spec.ExtProc[0].BackendSettings
+		if bs == nil || bs.CircuitBreaker == nil || bs.CircuitBreaker.MaxParallelRequests < 10000 {
+			t.Fatalf("backendSettings.circuitBreaker: got %+v, want maxParallelRequests of at least 10000 concurrent streams", bs)
+		}
+		// A 48 MiB body travels to tokenwarden in one gRPC message.
+		if bs.Connection == nil || parseQuantity(t, bs.Connection.BufferLimit) < 64<<20 {
+			t.Errorf("backendSettings.connection: got %+v, want a bufferLimit of at least 64Mi", bs.Connection)
+		}
+		if hc := bs.HealthCheck; hc == nil || hc.Active == nil || hc.Active.Type != "GRPC" {
+			t.Errorf("backendSettings.healthCheck: got %+v, want an active GRPC check", hc)
 		}
 	})
 
@@ -372,15 +401,18 @@ func TestEnvoyGatewayPolicies(t *testing.T) {
 				t.Errorf("%s targetRefs: got %+v, want %+v", name, refs, routeRef)
 			}
 		}
-		// ClientTrafficPolicy attaches to Gateways only: the route's.
-		if len(g.route.Spec.ParentRefs) != 1 {
-			t.Fatalf("HTTPRoute parentRefs: got %d, want 1", len(g.route.Spec.ParentRefs))
+		// ClientTrafficPolicy attaches to Gateways only: the route's, in
+		// the Gateway's namespace (a policy's targetRefs have none of
+		// their own), which the route must then name.
+		if len(g.route.Spec.ParentRefs) != 1 || g.route.Spec.ParentRefs[0].Namespace == "" {
+			t.Fatalf("HTTPRoute parentRefs: got %+v, want one Gateway, with its namespace", g.route.Spec.ParentRefs)
 		}
-		gwRef := targetRef{Group: "gateway.networking.k8s.io", Kind: "Gateway", Name: g.route.Spec.ParentRefs[0].Name}
-		if !slices.Equal(g.client.Spec.TargetRefs, []targetRef{gwRef}) {
-			t.Errorf("ClientTrafficPolicy targetRefs: got %+v, want %+v", g.client.Spec.TargetRefs, gwRef)
+		parent := g.route.Spec.ParentRefs[0]
+		gwRef := targetRef{Group: "gateway.networking.k8s.io", Kind: "Gateway", Name: parent.Name}
+		if !slices.Equal(g.client.Spec.TargetRefs, []targetRef{gwRef}) || g.client.Metadata.Namespace != parent.Namespace {
+			t.Errorf("ClientTrafficPolicy %s targetRefs: got %+v, want %+v in the Gateway's namespace %s", g.client.Metadata.Namespace, g.client.Spec.TargetRefs, gwRef, parent.Namespace)
 		}
-		for kind, ns := range map[string]string{"BackendTrafficPolicy": g.backend.Metadata.Namespace, "ClientTrafficPolicy": g.client.Metadata.Namespace,
+		for kind, ns := range map[string]string{"BackendTrafficPolicy": g.backend.Metadata.Namespace,
 			"SecurityPolicy": g.security.Metadata.Namespace, "EnvoyExtensionPolicy": g.extension.Metadata.Namespace} {
 			if ns != g.route.Metadata.Namespace {
 				t.Errorf("%s namespace: got %q, want the route's %q (policies attach within a namespace)", kind, ns, g.route.Metadata.Namespace)
@@ -388,11 +420,29 @@ func TestEnvoyGatewayPolicies(t *testing.T) {
 		}
 	})
 
-	t.Run("large bodies buffered", func(t *testing.T) {
-		if g.client.Spec.Connection == nil {
-			t.Fatal("ClientTrafficPolicy: no connection.bufferLimit (Envoy Gateway's default is 32 KiB)")
+	t.Run("large bodies buffered on the route", func(t *testing.T) {
+		if g.backend.Spec.RequestBuffer == nil {
+			t.Fatal("BackendTrafficPolicy: no requestBuffer.limit (Envoy Gateway's connections buffer 32 KiB)")
 		}
-		checkBodyLimit(t, "ClientTrafficPolicy connection.bufferLimit", parseQuantity(t, g.client.Spec.Connection.BufferLimit))
+		checkBodyLimit(t, "BackendTrafficPolicy requestBuffer.limit", parseQuantity(t, g.backend.Spec.RequestBuffer.Limit))
+		if g.client.Spec.Connection != nil {
+			t.Errorf("ClientTrafficPolicy connection %+v: a buffer for every route of the Gateway; the route's requestBuffer is enough", g.client.Spec.Connection)
+		}
+	})
+
+	t.Run("identity and accept-encoding not sent to the provider", func(t *testing.T) {
+		for i, r := range g.route.Spec.Rules {
+			var removed []string
+			for _, f := range r.Filters {
+				if f.Type == "RequestHeaderModifier" && f.RequestHeaderModifier != nil {
+					removed = append(removed, f.RequestHeaderModifier.Remove...)
+				}
+			}
+			checkStripsIdentity(t, fmt.Sprintf("HTTPRoute rule %d RequestHeaderModifier.remove", i), removed)
+			if !slices.Contains(removed, "accept-encoding") {
+				t.Errorf("HTTPRoute rule %d RequestHeaderModifier.remove %v: want accept-encoding", i, removed)
+			}
+		}
 	})
 
 	t.Run("identity only from the verified token", func(t *testing.T) {

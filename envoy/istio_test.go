@@ -3,6 +3,7 @@ package envoy
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 
@@ -222,12 +223,31 @@ func TestIstioEnvoyFilter(t *testing.T) {
 			}
 			gotBuffer = true
 			checkBodyLimit(t, name, vh.GetRequestBodyBufferLimit().GetValue())
+			// On the LLM host's virtual host only, and the identity and
+			// accept-encoding go no further than tokenwarden.
+			if rc := p.Match.RouteConfiguration; rc == nil || rc.Vhost == nil || rc.Vhost.Name == "" {
+				t.Errorf("%s: want a match on the LLM host's virtual host (routeConfiguration.vhost.name)", name)
+			}
+			checkStripsIdentity(t, name+" request_headers_to_remove", vh.GetRequestHeadersToRemove())
+			if !slices.Contains(vh.GetRequestHeadersToRemove(), "accept-encoding") {
+				t.Errorf("%s: request_headers_to_remove %v, want accept-encoding", name, vh.GetRequestHeadersToRemove())
+			}
 		default:
 			t.Errorf("%s: unexpected patch", name)
 		}
 	}
 	if !gotExtProc || !gotStrip || !gotBuffer {
 		t.Errorf("patches: ext_proc %v, identity strip %v, body buffer %v; want all three", gotExtProc, gotStrip, gotBuffer)
+	}
+
+	// A gateway of its own: the shared ingress gateway's other
+	// applications get none of this.
+	sel := ef.Spec.WorkloadSelector.Labels
+	if len(sel) == 0 || sel["istio"] == "ingressgateway" {
+		t.Errorf("EnvoyFilter workloadSelector %v: want the LLM gateway's own label, not the shared ingress gateway", sel)
+	}
+	if !maps.Equal(ra.Spec.Selector.MatchLabels, sel) {
+		t.Errorf("RequestAuthentication selector %v, want the EnvoyFilter's %v", ra.Spec.Selector.MatchLabels, sel)
 	}
 
 	var claimed []string
