@@ -88,6 +88,9 @@ type heldItem struct {
 	Location  string        `json:"location,omitempty"` // "" is UTC
 	Reserved  int64         `json:"reserved"`
 	Mark      int64         `json:"mark"`
+	// Epoch is the counter's CounterState.Epoch: a hold made before the
+	// counter was reset changes nothing on it.
+	Epoch int64 `json:"epoch,omitempty"`
 }
 
 // counter returns the item's Counter.
@@ -137,7 +140,7 @@ func (r *Reservation) holdData(note []byte) (holdData, []Counter) {
 		}
 		c := it.counter
 		hi := heldItem{Limit: it.limit.Name, Dimension: it.limit.Dimension, Key: c.Key, Algorithm: c.Algorithm,
-			Max: c.Limit, Burst: c.Burst, Window: c.Window, Calendar: c.Calendar, Reserved: it.amount, Mark: it.mark}
+			Max: c.Limit, Burst: c.Burst, Window: c.Window, Calendar: c.Calendar, Reserved: it.amount, Mark: it.mark, Epoch: it.epoch}
 		if c.Location != nil && c.Location != time.UTC {
 			hi.Location = c.Location.String()
 		}
@@ -250,7 +253,7 @@ func (h *Held) settle(ctx context.Context, actual func(*heldItem) int64) error {
 			h.l.log.Warn("hold item cannot be settled; its charge stays", "hold", h.ID, "err", err)
 			continue
 		}
-		req.Items = append(req.Items, SettleItem{Counter: c, Reserved: it.Reserved, Actual: actual(it), Mark: it.Mark})
+		req.Items = append(req.Items, SettleItem{Counter: c, Reserved: it.Reserved, Actual: actual(it), Mark: it.Mark, Epoch: it.Epoch})
 	}
 	l := h.l
 	err := l.store.Settle(context.WithoutCancel(ctx), req)

@@ -28,11 +28,15 @@ type Inspector interface {
 	// Reserve agrees with what the Reserve answered. A counter the
 	// store does not hold is full.
 	Peek(ctx context.Context, counters []Counter) ([]CounterUsage, error)
-	// ResetCounter deletes the state of the counter stored under key, so
-	// that it is full again, and reports whether there was any.
-	// Reservations still in flight on it settle against the fresh state
-	// (a refund never takes it below zero).
-	ResetCounter(ctx context.Context, key string) (bool, error)
+	// ResetCounter starts counter c afresh, so that it is full again,
+	// and reports whether it held any usage (as Peek reads it).
+	// Reservations made before
+	// the reset, in flight or held, change nothing on it when they
+	// settle or are released: the store keeps the reset's epoch
+	// ([CounterState.Epoch]) for [ResetKept] (on Redis, under the
+	// counter's key), and a reservation made in the same instant as the
+	// reset but after it counts as made after.
+	ResetCounter(ctx context.Context, c Counter) (bool, error)
 	// Top returns the counters whose keys start with req.Prefix that
 	// hold the most usage now (Used > 0 only), most first, ties by key;
 	// at most req.N of them. It examines at most req.MaxScan entries of

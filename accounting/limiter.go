@@ -321,6 +321,9 @@ type reservedItem struct {
 	counter Counter
 	amount  int64
 	mark    int64
+	// epoch is the counter's CounterState.Epoch, passed back at
+	// settlement.
+	epoch int64
 	// held is the share of the limit kept from this request for a
 	// privileged tier (see ReserveFor).
 	held int64
@@ -508,6 +511,7 @@ func (l *Limiter) reserveOnce(ctx context.Context, req Request, grow bool) (*Res
 	for i := range r.items {
 		r.items[i].counter = items[i].Counter
 		r.items[i].mark = res.States[i].Mark
+		r.items[i].epoch = res.States[i].Epoch
 		r.items[i].remaining = res.States[i].Remaining
 		r.items[i].reset = res.States[i].Reset
 	}

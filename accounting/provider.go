@@ -154,7 +154,7 @@ func (l *Limiter) providerCharge(it *reservedItem, actual int64, pf *providerFee
 			return 0, SettleItem{}
 		}
 		l.m.providerBlocked.WithLabelValues(it.limit.Name).Inc()
-		return 0, SettleItem{Counter: it.counter, Actual: amount, Mark: mark}
+		return 0, SettleItem{Counter: it.counter, Actual: amount, Mark: mark, Epoch: it.epoch}
 	}
 	if !stated || left <= said {
 		return 0, SettleItem{}

@@ -77,7 +77,7 @@ func (r *Reservation) settle(ctx context.Context, usage Usage, pf *providerFeedb
 				req.Items = append(req.Items, block)
 			}
 		}
-		req.Items[i] = SettleItem{Counter: it.counter, Reserved: it.amount, Actual: actual, Mark: it.mark}
+		req.Items[i] = SettleItem{Counter: it.counter, Reserved: it.amount, Actual: actual, Mark: it.mark, Epoch: it.epoch}
 	}
 	// Settlement must happen even when the caller's context is cancelled
 	// (the client went away): that is exactly when it matters. The store

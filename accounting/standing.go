@@ -141,7 +141,7 @@ func (l *Limiter) ResetCounter(ctx context.Context, name string, attrs Attribute
 		return LimitUsage{}, false, err
 	}
 	in, _ := l.inspector()
-	existed, err := in.ResetCounter(ctx, CounterKey(before.Limit, before.Scope))
+	existed, err := in.ResetCounter(ctx, before.Limit.Counter(before.Scope))
 	if err != nil {
 		return LimitUsage{}, false, err
 	}

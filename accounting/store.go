@@ -81,7 +81,9 @@ type Store interface {
 	// ErrNoReservation: settling again is a no-op, so a retry after an
 	// ambiguous failure never double-books. Its items are those the
 	// reservation charged: an optional item Reserve did not charge is
-	// left out, as the Limiter leaves it out.
+	// left out, as the Limiter leaves it out. An item whose Epoch is not
+	// its counter's (the counter was reset since the reservation; see
+	// [Inspector.ResetCounter]) changes nothing on it.
 	Settle(ctx context.Context, req SettleRequest) error
 	// Release undoes a reservation whose Reserve failed without a clear
 	// answer, req being what that Reserve was asked. If the reservation
@@ -89,7 +91,8 @@ type Store interface {
 	// (as a settlement to zero would) and the record deleted: released
 	// is true. If not, Release leaves a tombstone for [RecordTTL] so that
 	// the Reserve, should it arrive later, charges nothing. Releasing
-	// again is a no-op.
+	// again is a no-op. A counter reset since the reservation was made
+	// gets nothing back.
 	Release(ctx context.Context, req ReserveRequest) (released bool, err error)
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
@@ -185,6 +188,11 @@ type CounterState struct {
 	// usage, which may be nothing. A reservation made before the
 	// counter was reset ([Inspector.ResetCounter]) holds nothing on it.
 	InFlight int64
+	// Epoch identifies the counter's state since it was last reset (0:
+	// never, as far as the store remembers); pass it back in
+	// [SettleItem.Epoch], so that a settlement of a reservation made
+	// before a reset changes nothing on the fresh counter.
+	Epoch int64
 }
 
 // SettleItem corrects one counter's charge.
@@ -194,6 +202,8 @@ type SettleItem struct {
 	Actual   int64
 	// Mark is [CounterState.Mark] from the reservation.
 	Mark int64
+	// Epoch is [CounterState.Epoch] from the reservation.
+	Epoch int64
 }
 
 // SettleRequest settles one reservation.
@@ -223,6 +233,11 @@ const RecordTTL = time.Hour
 
 // RecordGrain is the step in which records expire (see [RecordTTL]).
 const RecordGrain = RecordTTL / SlidingSlots
+
+// ResetKept is how long a store remembers that a counter was reset
+// ([CounterState.Epoch]): as long as a reservation made before the reset
+// can still be settled or released, a hold's ([HoldTTL]) included.
+const ResetKept = HoldTTL
 
 // RecordExpiry returns when (µs) a reservation's record or a release's
 // tombstone written at t (µs) stops counting.

@@ -46,6 +46,10 @@ type counter struct {
 
 	// pieces hold what reservations in flight hold (see inflight.go).
 	pieces []piece
+	// born is when the counter was last reset (µs; 0: never), its
+	// CounterState.Epoch: a reservation made before changes nothing on
+	// it. keep keeps the counter until no such reservation can settle.
+	born int64
 }
 
 func newCounter(c *accounting.Counter, now int64) *counter {
@@ -61,15 +65,15 @@ func (ct *counter) reset(c *accounting.Counter, now int64) {
 }
 
 // refresh starts ct's state afresh where it expired while something
-// keeps the counter: a token bucket's pieces, which outlive its being
-// full, and its keep stay.
+// keeps the counter: its born, and a token bucket's pieces, which
+// outlive its being full, stay with its keep.
 func (ct *counter) refresh(c *accounting.Counter, now int64) {
-	keep, pieces := ct.keep, ct.pieces[:0]
+	keep, born, pieces := ct.keep, ct.born, ct.pieces[:0]
 	if c.Algorithm == accounting.TokenBucket {
 		pieces = ct.pieces
 	}
 	ct.reset(c, now)
-	ct.keep, ct.pieces = keep, pieces
+	ct.keep, ct.born, ct.pieces = keep, born, pieces
 }
 
 // fresh sets the state of a counter that holds nothing.
@@ -93,6 +97,7 @@ func (ct *counter) check(c *accounting.Counter, amount, now int64) accounting.Co
 		// Every lease is a reservation in flight.
 		st = ct.checkLeases(c, amount, now)
 		st.InFlight = max(0, c.Capacity()-st.Remaining)
+		st.Epoch = ct.born
 		return st
 	case accounting.Lifetime:
 		st = ct.checkLifetime(c, amount, now)
@@ -100,6 +105,7 @@ func (ct *counter) check(c *accounting.Counter, amount, now int64) accounting.Co
 		st = ct.checkSliding(c, amount, now)
 	}
 	st.InFlight = inFlight(c, ct.held(c, now), st.Remaining)
+	st.Epoch = ct.born
 	return st
 }
 

@@ -107,7 +107,7 @@ func TestExpiryBound(t *testing.T) {
 			// A release with no reservation: a tombstone.
 			_, _ = s.Release(ctx, accounting.ReserveRequest{ID: fmt.Sprint("t", i), Items: []accounting.ReserveItem{item(rng.IntN(200))}})
 		case k < 94:
-			_, _ = s.ResetCounter(ctx, item(rng.IntN(200)).Key)
+			_, _ = s.ResetCounter(ctx, item(rng.IntN(200)).Counter)
 		case k < 99:
 			clock.Advance(time.Duration(rng.IntN(3000)) * time.Millisecond)
 		case k < 100:
@@ -119,9 +119,9 @@ func TestExpiryBound(t *testing.T) {
 		}
 		checkExpiry(t, s, step)
 	}
-	// Idle past every deadline: ordinary traffic empties what is left
-	// but its own counter and record.
-	clock.Advance(2 * accounting.RecordTTL)
+	// Idle past every deadline (a reset's included): ordinary traffic
+	// empties what is left but its own counter and record.
+	clock.Advance(accounting.ResetKept + 2*accounting.RecordTTL)
 	active := accounting.Limit{Name: "active", Algorithm: accounting.FixedWindow, Limit: 1 << 40, Window: time.Minute}
 	for range 5000 {
 		_, _ = h.Store.Reserve(ctx, accounting.ReserveRequest{ID: "x", Items: []accounting.ReserveItem{{Counter: active.Counter(nil), Amount: 1}}})

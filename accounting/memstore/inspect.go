@@ -39,20 +39,32 @@ func (s *Store) peekLocked(c *accounting.Counter, key string, now int64) account
 	return accounting.NewCounterUsage(c, st.Remaining, st.Reset)
 }
 
-// ResetCounter implements [accounting.Inspector].
-func (s *Store) ResetCounter(ctx context.Context, key string) (bool, error) {
+// ResetCounter implements [accounting.Inspector]: the counter starts
+// afresh, born just after now, and is kept (see accounting.ResetKept);
+// a counter of leases is dropped, which returns every lease.
+func (s *Store) ResetCounter(ctx context.Context, c accounting.Counter) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
 	now := s.now().UnixMicro()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ct, ok := s.counters[key]
-	if !ok {
-		return false, nil
+	s.expireLocked(now)
+	ct, ok := s.counters[c.Key]
+	existed := s.peekLocked(&c, c.Key, now).Used > 0
+	if c.Algorithm == accounting.Leases {
+		// A lease settled or released after the reset returns nothing:
+		// its member is gone with the others.
+		if ok {
+			s.dropCounterLocked(ct)
+		}
+		return existed, nil
 	}
-	s.dropCounterLocked(ct)
-	return ct.expires > now, nil
+	born := max(now+1, s.bornLocked(c.Key, now)+1)
+	ct = s.counterLocked(&c, now)
+	ct.reset(&c, now)
+	ct.expires, ct.born, ct.keep = 0, born, born+accounting.ResetKept.Microseconds()
+	return existed, nil
 }
 
 // peekChunk is how many counters Top reads per hold of the lock.

@@ -72,6 +72,7 @@ func (s *Store) Reserve(ctx context.Context, req accounting.ReserveRequest) (acc
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.expireLocked(now)
+	now = s.afterResetsLocked(req.Items, now)
 
 	res.Admitted = true
 	var skipped []int
@@ -134,13 +135,40 @@ func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error 
 			s.returnLeaseLocked(it.Key, req.ID)
 			continue
 		}
-		if it.Actual == it.Reserved && !s.liveLocked(it.Key, now) {
+		live := s.liveLocked(it.Key, now)
+		if it.Epoch != s.bornLocked(it.Key, now) {
+			// The counter was reset since the reservation.
+			continue
+		}
+		if it.Actual == it.Reserved && !live {
 			// Nothing to book, and nothing held in flight.
 			continue
 		}
 		s.counterLocked(&it.Counter, now).settle(&it.Counter, it.Reserved, it.Actual, it.Mark, t, now)
 	}
 	return nil
+}
+
+// bornLocked is the born (CounterState.Epoch) of key's counter.
+func (s *Store) bornLocked(key string, now int64) int64 {
+	if ct, ok := s.counters[key]; ok && ct.until() > now {
+		return ct.born
+	}
+	return 0
+}
+
+// afterResetsLocked returns the time a reservation on items made at now
+// runs at: just after the last reset of any of their counters, if that
+// is later. A reset at now leaves its counter born now+1, so that a
+// reservation made in the same instant before it (which counts as made
+// before the reset) and one made after it (which counts as made after)
+// are told apart.
+func (s *Store) afterResetsLocked(items []accounting.ReserveItem, now int64) int64 {
+	at := now
+	for i := range items {
+		at = max(at, s.bornLocked(items[i].Key, now))
+	}
+	return at
 }
 
 // Release implements accounting.Store.
@@ -177,7 +205,8 @@ func (s *Store) Release(ctx context.Context, req accounting.ReserveRequest) (boo
 			s.returnLeaseLocked(it.Key, req.ID)
 			continue
 		}
-		if it.Amount == 0 {
+		if it.Amount == 0 || t < s.bornLocked(it.Key, now) {
+			// Nothing charged, or the counter was reset since.
 			continue
 		}
 		ct := s.counterLocked(&it.Counter, now)

@@ -44,7 +44,7 @@ const skippedLevel = -(1 << 60)
 // text to numbers), and tw_reserve answers the same way.
 const (
 	counterNums  = 4 // per counter: algorithm code, limit, capacity, period
-	rejectedNums = 7 // per item in tw_reserve's answer to a rejection
+	rejectedNums = 8 // per item in tw_reserve's answer to a rejection
 )
 
 // appendNum appends v as a little-endian double.
@@ -187,7 +187,7 @@ func (s *Store) reserveOnce(ctx context.Context, req *accounting.ReserveRequest,
 	switch {
 	case len(reply) == 8 && num(reply, 0) == -1:
 		return accounting.ReserveResult{}, accounting.ErrReleased
-	case len(reply) >= 8*2 && (num(reply, 0) == 1 || num(reply, 0) == 2):
+	case len(reply) >= 8*2 && (num(reply, 0) == 1 || num(reply, 0) == 2 || num(reply, 0) == 5 || num(reply, 0) == 6):
 		if err := admittedStates(reply, req.Items, res.States); err != nil {
 			return accounting.ReserveResult{}, unavailable(err)
 		}
@@ -205,9 +205,11 @@ func (s *Store) reserveOnce(ctx context.Context, req *accounting.ReserveRequest,
 // admittedStates fills states from tw_reserve's answer to an admission
 // (see reserve in functions.lua):
 //
-//	code (1, or 2: some optional items were not charged), the store's time,
+//	code (1, or 2: some optional items were not charged; plus 4: the
+//	borns follow), the store's time,
 //	a level per item (skippedLevel: an optional item not charged),
 //	what each item's counter holds in flight,
+//	each item's counter's born (its epoch), with code 5 or 6 only,
 //	a run start per lifetime item (0 for one not charged),
 //	rejectedNums per optional item not charged
 func admittedStates(reply string, items []accounting.ReserveItem, states []accounting.CounterState) error {
@@ -215,7 +217,13 @@ func admittedStates(reply string, items []accounting.ReserveItem, states []accou
 	bad := func() error {
 		return fmt.Errorf("tw_reserve answered %d bytes, code %d, for %d items", len(reply), num(reply, 0), n)
 	}
-	start := 2 + 2*n              // the next lifetime item's run start
+	code := num(reply, 0)
+	start := 2 + 2*n // the next lifetime item's run start
+	borns := code > 4
+	if borns {
+		code -= 4
+		start += n
+	}
 	o := start + lifetimes(items) // the next uncharged item's state
 	if len(reply) < 8*o {
 		return bad()
@@ -231,7 +239,7 @@ func admittedStates(reply string, items []accounting.ReserveItem, states []accou
 		}
 		switch {
 		case level == skippedLevel:
-			if !items[i].Optional || num(reply, 0) != 2 || len(reply) < 8*(o+rejectedNums) {
+			if !items[i].Optional || code != 2 || len(reply) < 8*(o+rejectedNums) {
 				return bad()
 			}
 			states[i] = rejectedState(c, reply, o)
@@ -243,6 +251,9 @@ func admittedStates(reply string, items []accounting.ReserveItem, states []accou
 		}
 		if level != skippedLevel {
 			states[i].InFlight = inFlight(c, num(reply, 2+n+i), states[i].Remaining)
+			if borns {
+				states[i].Epoch = num(reply, 2+2*n+i)
+			}
 		}
 	}
 	if len(reply) != 8*o {
@@ -264,6 +275,7 @@ func rejectedState(c *accounting.Counter, reply string, o int) accounting.Counte
 		Mark:       num(reply, o+5),
 	}
 	st.InFlight = inFlight(c, num(reply, o+6), st.Remaining)
+	st.Epoch = num(reply, o+7)
 	return st
 }
 
@@ -330,7 +342,7 @@ func (s *Store) Settle(ctx context.Context, req accounting.SettleRequest) error 
 // record, within ctx.
 func (s *Store) settleOnce(ctx context.Context, req *accounting.SettleRequest, record string) error {
 	keys := make([]string, 0, len(req.Items)+1)
-	items := make([]byte, 0, 8*(counterNums+3)*len(req.Items))
+	items := make([]byte, 0, 8*(counterNums+4)*len(req.Items))
 	z := zones{s: s}
 	var err error
 	for i := range req.Items {
@@ -342,7 +354,7 @@ func (s *Store) settleOnce(ctx context.Context, req *accounting.SettleRequest, r
 			// A settlement returns the lease, whatever the amounts.
 			delta = -1
 		}
-		if err := exact(it.Key, it.Reserved, it.Actual, delta, it.Mark); err != nil {
+		if err := exact(it.Key, it.Reserved, it.Actual, delta, it.Mark, it.Epoch); err != nil {
 			return err
 		}
 		keys = append(keys, s.RedisKey(it.Key))
@@ -352,6 +364,7 @@ func (s *Store) settleOnce(ctx context.Context, req *accounting.SettleRequest, r
 		items = appendNum(items, delta)
 		items = appendNum(items, it.Mark)
 		items = appendNum(items, it.Reserved)
+		items = appendNum(items, it.Epoch)
 	}
 	keys = append(keys, record)
 	applied, err := s.call(ctx, &lib.settle, keys, items, &z).Int64()

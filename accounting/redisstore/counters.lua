@@ -95,11 +95,26 @@ local function expiry(t)
   return t - t % GRAIN + GRAIN + RECORD_TTL
 end
 
--- born_until is how long born must be kept: until the last record that
--- can predate it has expired.
+-- born_until is how long born must be kept: until no reservation made
+-- before it (a hold's included) can be settled or released
+-- (accounting.ResetKept).
 local function born_until(born)
   if born == 0 then return 0 end
-  return expiry(born - 1)
+  return born + RESET_KEPT
+end
+
+-- born_of reads the born of value v of a counter of algorithm alg (0
+-- when it has none).
+local function born_of(alg, v)
+  if not v or alg == LEASES then return 0 end
+  local pos = 17
+  if alg == BUCKET then
+    pos = 25
+  elseif alg == SLIDING then
+    pos = 33
+  end
+  if #v < pos then return 0 end
+  return sunpack('<d', v, pos)
 end
 
 -- drop_pieces forgets st's pieces: they held what a window or run that
@@ -487,8 +502,9 @@ local function level(st, amount)
 end
 
 -- explain is memstore's check in full, for a reservation that does not
--- fit: the item's remaining, reset µs, fits, retry µs, never fits, mark
--- and what its pieces that count hold (a count of leases: the leases).
+-- fit: the item's remaining, reset µs, fits, retry µs, never fits, mark,
+-- what its pieces that count hold (a count of leases: the leases) and
+-- its born (its epoch).
 local function explain(st, amount)
   local alg = st.alg
   local rem, reset, fits, retry, never, mark = 0, 0, 0, 0, 0, 0
@@ -574,15 +590,15 @@ local function explain(st, amount)
       retry = e - now
     end
   end
-  return rem, reset, fits, retry, never, mark, st.hs
+  return rem, reset, fits, retry, never, mark, st.hs, st.born
 end
 
 -- settle is memstore's settle: add delta (actual minus reserved) to the
 -- window or slot the charge was booked in (mark), and take what the
 -- reservation, made at t, held in flight (reserved) out of its piece.
 -- When that window has passed, an extra charge lands on the current one
--- and a refund is dropped. A reservation made before the counter's last
--- reset changes nothing.
+-- and a refund is dropped. (The caller leaves out a reservation made
+-- before the counter's last reset: it changes nothing.)
 local function settle(st, delta, mark, reserved, t)
   local alg = st.alg
   if alg == LEASES then
@@ -590,7 +606,6 @@ local function settle(st, delta, mark, reserved, t)
     call('ZREM', st.key, member)
     return
   end
-  if t < st.born then return end
   if alg == LIFETIME then
     -- Only the run that was charged: not another one (or none) that
     -- took its key after it expired.

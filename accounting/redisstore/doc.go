@@ -15,7 +15,8 @@
 // them or none, in one atomic step (Redis runs one function at a time). A
 // settlement is one FCALL of tw_settle, a release one of tw_release; the
 // operators' read side ([Store.Peek], [Store.Top]) calls tw_peek, which
-// writes nothing. The Lua is a port of memstore's arithmetic (fixed
+// writes nothing, and [Store.ResetCounter] tw_reset, which writes the
+// counter afresh with the reset's epoch ([accounting.CounterState.Epoch]). The Lua is a port of memstore's arithmetic (fixed
 // windows incl. calendar months, sliding windows of SlidingSlots+1 slots,
 // token buckets with float tokens; a time zone's days and months picked
 // from boundaries the Go side computes, since Lua knows no zones), so a

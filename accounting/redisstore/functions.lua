@@ -96,14 +96,14 @@ local function moved_on(val, sn, cur, amount, period, k, born, f)
 end
 
 -- The struct formats of one item of tw_reserve and of tw_settle.
-local ITEM5, ITEM7 = '<ddddd', '<ddddddd'
+local ITEM5, ITEM8 = '<ddddd', '<dddddddd'
 
 -- fast_reserve is reserve for what nearly every call is: items on
 -- distinct keys that exist and all fit, each a fixed window or calendar
 -- month charged in its current window, a token bucket, or a sliding
 -- window charged in its newest slot or a newer one (see moved_on), each
 -- charged in the piece its last charge went to (but a sliding window
--- moving on), none reset since the call's time. It checks every item in
+-- moving on), none ever reset. It checks every item in
 -- one loop, planning its write (wkind, wval, wms: see flush), and writes
 -- them all once every item fits, with no state tables; it gives up
 -- (false, having written nothing) on anything else, which reserve then
@@ -129,7 +129,7 @@ local function fast_reserve(keys, vals, arg, n)
     if alg == BUCKET then
       if #val < 48 then return false end
       local t, at, keep, born, p1, a1 = sunpack('<dddddd', val)
-      if born > now or p1 ~= pn then return false end
+      if born ~= 0 or p1 ~= pn then return false end
       a1 = a1 + amount
       local rate = limit / period
       -- stale(), inline.
@@ -161,7 +161,7 @@ local function fast_reserve(keys, vals, arg, n)
       cur = cur - cur % 1
       if #val < 56 then return false end
       local sn, total, head, k, born, p1, a1 = sunpack('<ddddddd', val)
-      if born > now or amount > limit then return false end
+      if born ~= 0 or amount > limit then return false end
       if sn == cur then
         if k < 1 or p1 ~= pn or total + amount > limit then return false end
         -- Slot n is the current one, and so is its newest piece: only the
@@ -189,8 +189,8 @@ local function fast_reserve(keys, vals, arg, n)
         idx = idx - idx % 1
       end
       local w, u, born, p1, a1 = sunpack('<ddddd', val)
-      -- A new window, or a new piece: the general path.
-      if w ~= idx or born > now or p1 ~= pn then return false end
+      -- A new window, a new piece or a reset counter: the general path.
+      if w ~= idx or born ~= 0 or p1 ~= pn then return false end
       u = u + amount
       if u > limit then return false end
       a1 = a1 + amount
@@ -219,13 +219,18 @@ end
 -- admitted when every other item fits, and the optional item is charged
 -- only if it fits too; the record lists those that were not.
 --
+-- A reservation on a counter reset at the call's time (born later than
+-- now) runs just after the reset, at its born: it counts as made after
+-- it (see accounting.Inspector.ResetCounter).
+--
 -- Returns packed doubles. Admitted:
 --
 --   code, the store's time, levels (one per item), held (one per item),
---   run starts (one per lifetime item), states (seven per optional item
---   left uncharged)
+--   [borns (one per item)], run starts (one per lifetime item), states
+--   (eight per optional item left uncharged)
 --
--- code is 1, or 2 when some optional items were left uncharged. An
+-- code is 1, or 2 when some optional items were left uncharged, plus 4
+-- when the borns follow (some counter was reset; else every one is 0). An
 -- item's level is its counter's level after the charge: the used amount
 -- before it plus the item's own amount (a window, a lifetime budget, a
 -- count of leases), or the tokens left (a bucket, after every item on
@@ -239,7 +244,7 @@ end
 -- fast path's, always) is 1, the time, the levels and the held alone.
 -- Not admitted: 0, then per item what explain returns: remaining, reset
 -- µs, fits, retry µs, never fits (1, or 2 for a lifetime budget whose
--- time is up), mark and held. Released: the single double -1.
+-- time is up), mark, held and born. Released: the single double -1.
 local function reserve(keys, args)
   if not call then init() end
   setclock(args[1])
@@ -250,6 +255,7 @@ local function reserve(keys, args)
   local answer = fast and fast_reserve(keys, vals, args[2], n)
   if answer then return answer end
   local v = items(args[2], 5)
+  local reset = false
   for i = 1, n do
     local b = 5 * i - 4
     local code = v[b]
@@ -258,6 +264,9 @@ local function reserve(keys, args)
     else
       opt[i] = false
     end
+    local born = born_of(v[b], vals[i])
+    if born ~= 0 then reset = true end
+    if born > now then now = born end
   end
   local admitted, skipped = true, false
   for i = 1, n do
@@ -275,9 +284,9 @@ local function reserve(keys, args)
     local r = { 0 }
     for i = 1, n do
       local o = #r
-      r[o + 1], r[o + 2], r[o + 3], r[o + 4], r[o + 5], r[o + 6], r[o + 7] = explain(sts[i], v[5 * i])
+      r[o + 1], r[o + 2], r[o + 3], r[o + 4], r[o + 5], r[o + 6], r[o + 7], r[o + 8] = explain(sts[i], v[5 * i])
     end
-    return spack(FMT[1 + 7 * n] or fmt(1 + 7 * n), unpack(r))
+    return spack(FMT[1 + 8 * n] or fmt(1 + 8 * n), unpack(r))
   end
   local rec, why = nil, nil
   if skipped then
@@ -288,7 +297,7 @@ local function reserve(keys, args)
       if levels[i] == SKIPPED then
         rec[#rec + 1] = i
         local o = #why
-        why[o + 1], why[o + 2], why[o + 3], why[o + 4], why[o + 5], why[o + 6], why[o + 7] = explain(sts[i], v[5 * i])
+        why[o + 1], why[o + 2], why[o + 3], why[o + 4], why[o + 5], why[o + 6], why[o + 7], why[o + 8] = explain(sts[i], v[5 * i])
       end
     end
     rec = spack(fmt(#rec), unpack(rec))
@@ -331,11 +340,17 @@ local function reserve(keys, args)
     if levels[i] ~= SKIPPED then helds[i] = st.hs end
   end
   save(n)
-  -- After the levels and the held, the start of each lifetime item's
-  -- run, in order (0 for an optional one left uncharged, whose state
-  -- follows).
+  -- After the levels and the held, the borns, if any counter was reset,
+  -- then the start of each lifetime item's run, in order (0 for an
+  -- optional one left uncharged, whose state follows).
   for i = 1, n do levels[n + i] = helds[i] end
   local k = 2 * n
+  local code = 1
+  if reset then
+    code = 5
+    for i = 1, n do levels[k + i] = sts[i].born end
+    k = k + n
+  end
   for i = 1, n do
     local st = sts[i]
     if st.alg == LIFETIME then
@@ -344,10 +359,10 @@ local function reserve(keys, args)
     end
   end
   if not skipped then
-    return spack(FMT[2 + k] or fmt(2 + k), 1, now, unpack(levels, 1, k))
+    return spack(FMT[2 + k] or fmt(2 + k), code, now, unpack(levels, 1, k))
   end
   -- Then what a rejection gives for each optional item left uncharged.
-  local r = { 2, now, unpack(levels, 1, k) }
+  local r = { code + 1, now, unpack(levels, 1, k) }
   for j = 1, #why do r[#r + 1] = why[j] end
   return spack(fmt(#r), unpack(r))
 end
@@ -357,7 +372,8 @@ end
 -- window it was charged in (or an extra charge on the window a key
 -- holds), a token bucket whose key's expiry need not move, or a sliding
 -- window corrected in a slot it keeps; t is when the reservation was
--- made. Like fast_reserve, it plans every item's write (see flush)
+-- made. An item whose epoch is not its counter's born changes nothing.
+-- Like fast_reserve, it plans every item's write (see flush)
 -- before making any, gives up (false, having written nothing) on
 -- anything else, and follows the general path's arithmetic (state,
 -- settle, save): what the reservation held comes out of its piece, in
@@ -366,8 +382,8 @@ local function fast_settle(keys, vals, arg, n, t)
   if not distinct(keys, n) then return false end
   local pos = 1
   for i = 1, n do
-    local alg, limit, cap, period, delta, mark, reserved
-    alg, limit, cap, period, delta, mark, reserved, pos = sunpack(ITEM7, arg, pos)
+    local alg, limit, cap, period, delta, mark, reserved, epoch
+    alg, limit, cap, period, delta, mark, reserved, epoch, pos = sunpack(ITEM8, arg, pos)
     local val = vals[i]
     wkind[i] = 0
     if alg == LEASES or alg == LIFETIME then
@@ -376,7 +392,7 @@ local function fast_settle(keys, vals, arg, n, t)
     elseif not val then
       -- Nothing held; a refund is dropped, an extra charge makes a new
       -- counter, the general way.
-      if delta > 0 then return false end
+      if delta > 0 and epoch == 0 then return false end
     elseif alg == BUCKET then
       local x, at, keep, born, p1, a1
       if #val >= 48 then
@@ -387,7 +403,7 @@ local function fast_settle(keys, vals, arg, n, t)
         x, at, keep = sunpack('<ddd', val)
         born = 0
       end
-      if t >= born then
+      if epoch == born then
         -- The piece: the newest, as a settlement's nearly always is, or
         -- another (written as far as it).
         local pt, q, a = piece(BUCKET, period, t), nil, nil
@@ -435,7 +451,7 @@ local function fast_settle(keys, vals, arg, n, t)
       else
         sn, total, head, k, born = sunpack('<ddddd', val)
       end
-      if t >= born then
+      if epoch == born then
         local v, hi = val, 0
         local pt, q = piece(SLIDING, period, t), nil
         if reserved > 0 and k > 0 then
@@ -494,7 +510,7 @@ local function fast_settle(keys, vals, arg, n, t)
         w, u = sunpack('<dd', val)
         born = 0
       end
-      if t >= born then
+      if epoch == born then
         local idx = window(alg, period, now)
         if mark == idx and w == idx then
           u = u + delta
@@ -530,9 +546,10 @@ local function fast_settle(keys, vals, arg, n, t)
 end
 
 -- settle_call (tw_settle): KEYS are the counters to correct, then the
--- record key; ARGV[2] packs seven doubles per item: algorithm code,
+-- record key; ARGV[2] packs eight doubles per item: algorithm code,
 -- limit, capacity, period (as for tw_reserve), delta (actual minus
--- reserved), mark and reserved.
+-- reserved), mark, reserved and epoch (the counter's born at the
+-- reservation: an item whose counter was reset since changes nothing).
 --
 -- Applies only if the reservation's record exists, and deletes it in the
 -- same step, so that a repeated settlement is a no-op. Returns 1 when it
@@ -541,7 +558,7 @@ local function settle_call(keys, args)
   if not call then init() end
   setclock(args[1])
   setzones(args[3])
-  local n = count(args[2], 7)
+  local n = count(args[2], 8)
   local rkey = keys[n + 1]
   member = rkey
   local rec = call('GETDEL', rkey)
@@ -554,10 +571,11 @@ local function settle_call(keys, args)
   end
   local vals = load(keys, n)
   if fast and fast_settle(keys, vals, args[2], n, t) then return 1 end
-  local v = items(args[2], 7)
+  local v = items(args[2], 8)
   for i = 1, n do
-    local b = 7 * i - 7
-    settle(state(keys, vals, i, v[b + 1], v[b + 2], v[b + 3], v[b + 4]), v[b + 5], v[b + 6], v[b + 7], t)
+    local b = 8 * i - 8
+    local st = state(keys, vals, i, v[b + 1], v[b + 2], v[b + 3], v[b + 4])
+    if st.alg == LEASES or v[b + 8] == st.born then settle(st, v[b + 5], v[b + 6], v[b + 7], t) end
   end
   save(n)
   return 1
@@ -568,6 +586,8 @@ end
 -- exists, every item's amount is refunded where the reservation booked it
 -- and the record is deleted (returns 1); otherwise a tombstone is left, so
 -- that the reservation charges nothing if it arrives later (returns 0).
+-- A counter reset since the reservation was made (born after its time)
+-- gets nothing back.
 local function release(keys, args)
   if not call then init() end
   setclock(args[1])
@@ -606,7 +626,7 @@ local function release(keys, args)
       mark = window(alg, period, t)
     end
     local amount = v[b + 5]
-    if not skip[i] and amount ~= 0 then settle(st, -amount, mark, amount, t) end
+    if not skip[i] and amount ~= 0 and (alg == LEASES or t >= st.born) then settle(st, -amount, mark, amount, t) end
   end
   save(n)
   return 1
@@ -659,8 +679,48 @@ local function hold(keys, args)
   return 1
 end
 
+-- reset (tw_reset): KEYS[1] is a counter, ARGV[2] packs its four
+-- doubles (as tw_peek's) and ARGV[3] its zone's boundaries. The counter
+-- starts afresh, born just after now (and after its last born): what it
+-- held is gone, and a reservation made before changes nothing on it
+-- when it settles or is released, for as long as its key keeps born
+-- (RESET_KEPT). A counter of leases is deleted, its leases with it.
+-- Returns 1 if the counter held any usage (what tw_peek reads), 0 if
+-- not.
+local function reset(keys, args)
+  if not call then init() end
+  setclock(args[1])
+  setzones(args[3])
+  local v = items(args[2], 4)
+  local alg, limit, cap, period = v[1], v[2], v[3], v[4]
+  if alg == LEASES then
+    local held = call('ZCOUNT', keys[1], '(' .. format('%d', now), '+inf')
+    call('DEL', keys[1])
+    if held > 0 then return 1 end
+    return 0
+  end
+  local val = load(keys, 1)[1]
+  local st = state(keys, { val }, 1, alg, limit, cap, period)
+  local existed = cap - explain(st, 0) > 0
+  local born = now + 1
+  if st.born >= born then born = st.born + 1 end
+  -- A state that reads as fresh, to this version and earlier ones.
+  local fresh
+  if alg == SLIDING then
+    fresh = spack('<ddddd', 0, 0, 0, 0, born)
+  elseif alg == BUCKET then
+    fresh = spack('<dddd', cap, now, now + RESET_KEPT, born)
+  else
+    fresh = spack('<ddd', -1, 0, born)
+  end
+  call('SET', keys[1], fresh, 'PX', px(born + RESET_KEPT - now))
+  if existed then return 1 end
+  return 0
+end
+
 redis.register_function('tw_reserve_' .. V, reserve)
 redis.register_function('tw_settle_' .. V, settle_call)
 redis.register_function('tw_release_' .. V, release)
 redis.register_function('tw_hold_' .. V, hold)
+redis.register_function('tw_reset_' .. V, reset)
 redis.register_function{function_name = 'tw_peek_' .. V, callback = peek, flags = { 'no-writes' }}

@@ -93,12 +93,17 @@ func peekUsage(counters []accounting.Counter, reply string) ([]accounting.Counte
 	return out, nil
 }
 
-// ResetCounter implements [accounting.Inspector] with a DEL of the
-// counter's key.
-func (s *Store) ResetCounter(ctx context.Context, key string) (bool, error) {
+// ResetCounter implements [accounting.Inspector] with one call of
+// tw_reset, which writes the counter afresh with its new epoch (a
+// counter of leases it deletes).
+func (s *Store) ResetCounter(ctx context.Context, c accounting.Counter) (bool, error) {
+	keys, args, err := s.peekArgs([]accounting.Counter{c})
+	if err != nil {
+		return false, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	n, err := s.client.Del(ctx, s.RedisKey(key)).Result()
+	n, err := s.fcall(ctx, &lib.reset, keys, args...).Int64()
 	if err != nil {
 		return false, unavailable(err)
 	}

@@ -38,7 +38,7 @@ var (
 type library struct {
 	name, code               string
 	reserve, settle, release string
-	peek, hold               string
+	peek, hold, reset        string
 }
 
 // newLibrary puts in front of body the constants it shares with the
@@ -46,9 +46,9 @@ type library struct {
 // hash of the result: replicas running different versions of tokenwarden
 // on one Redis load libraries side by side, each calling its own.
 func newLibrary(body string) library {
-	consts := fmt.Sprintf("local SLOTS, RECORD_TTL, GRAIN, LEASE_RETRY, LIFETIME_GRACE = %d, %d, %d, %d, %d\n",
+	consts := fmt.Sprintf("local SLOTS, RECORD_TTL, GRAIN, LEASE_RETRY, LIFETIME_GRACE, RESET_KEPT = %d, %d, %d, %d, %d, %d\n",
 		accounting.SlidingSlots, accounting.RecordTTL.Microseconds(), accounting.RecordGrain.Microseconds(),
-		accounting.ConcurrentRetryAfter.Microseconds(), accounting.LifetimeGrace.Microseconds())
+		accounting.ConcurrentRetryAfter.Microseconds(), accounting.LifetimeGrace.Microseconds(), accounting.ResetKept.Microseconds())
 	sum := sha256.Sum256([]byte(consts + body))
 	v := hex.EncodeToString(sum[:8])
 	return library{
@@ -59,6 +59,7 @@ func newLibrary(body string) library {
 		release: "tw_release_" + v,
 		peek:    "tw_peek_" + v,
 		hold:    "tw_hold_" + v,
+		reset:   "tw_reset_" + v,
 	}
 }
 

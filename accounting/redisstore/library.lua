@@ -4,9 +4,10 @@
 -- side puts two lines in front of them: the shebang, naming the library
 -- after a hash of its code, and
 --
---   local SLOTS, RECORD_TTL, GRAIN, LEASE_RETRY, LIFETIME_GRACE = <accounting.SlidingSlots>,
---     <accounting.RecordTTL in µs>, <accounting.RecordGrain in µs>,
---     <accounting.ConcurrentRetryAfter in µs>, <accounting.LifetimeGrace in µs>
+--   local SLOTS, RECORD_TTL, GRAIN, LEASE_RETRY, LIFETIME_GRACE, RESET_KEPT =
+--     <accounting.SlidingSlots>, <accounting.RecordTTL in µs>,
+--     <accounting.RecordGrain in µs>, <accounting.ConcurrentRetryAfter in µs>,
+--     <accounting.LifetimeGrace in µs>, <accounting.ResetKept in µs>
 --   local V = '<hash>'
 --
 -- V ends every function's name, so that replicas running different

@@ -33,7 +33,7 @@ func (c *manualClock) Now() time.Time {
 // the same random sequence of reservations (some of their items
 // optional), settlements (late, repeated, refunds and extra charges),
 // releases (of reservations made, of ones never made, and before the
-// reservation they release) and clock steps
+// reservation they release), counter resets and clock steps
 // (now and then past accounting.RecordTTL), both stores on the same exact
 // clock, and requires every answer to be identical, Peek's at every step
 // included: the algorithms behave exactly as on the memory store, not
@@ -122,7 +122,7 @@ func compareWithMemstore(t *testing.T, rs *Store, seed uint64, steps int) {
 		if gotPeek, err := rs.Peek(ctx, counters); err != nil || !slices.Equal(gotPeek, wantPeek) {
 			t.Fatalf("step %d: Peek at %v:\n got  %+v (%v)\n want %+v", step, clock.Now(), gotPeek, err, wantPeek)
 		}
-		switch op := rng.IntN(12); {
+		switch op := rng.IntN(13); {
 		case op < 2: // let time pass: often a little, sometimes a lot
 			var d time.Duration
 			switch rng.IntN(40) {
@@ -164,6 +164,15 @@ func compareWithMemstore(t *testing.T, rs *Store, seed uint64, steps int) {
 			}
 			if want.Admitted {
 				open = append(open, held{req: req, res: want})
+			}
+		case op == 12: // reset a counter
+			c := counters[rng.IntN(len(counters))]
+			want, err := ms.ResetCounter(ctx, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := rs.ResetCounter(ctx, c); err != nil || got != want {
+				t.Fatalf("step %d: ResetCounter %s: got %v, %v; want %v", step, c.Key, got, err, want)
 			}
 		case op < 9: // release an open reservation, a settled one, or one not yet made
 			var req accounting.ReserveRequest
@@ -225,7 +234,7 @@ func compareWithMemstore(t *testing.T, rs *Store, seed uint64, steps int) {
 					if rng.IntN(4) > 0 {
 						actual = int64(rng.IntN(90))
 					}
-					sr.Items = append(sr.Items, accounting.SettleItem{Counter: it.Counter, Reserved: it.Amount, Actual: actual, Mark: h.res.States[i].Mark})
+					sr.Items = append(sr.Items, accounting.SettleItem{Counter: it.Counter, Reserved: it.Amount, Actual: actual, Mark: h.res.States[i].Mark, Epoch: h.res.States[i].Epoch})
 				}
 				h.sr = sr
 				settled = append(settled, h)

@@ -371,8 +371,8 @@ func TestLibraryFlushed(t *testing.T) {
 		}
 	}
 	libs, err := admin.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: lib.name}).Result()
-	if err != nil || len(libs) != 1 || len(libs[0].Functions) != 5 {
-		t.Errorf("library after reloading: got %+v (err %v), want %s with five functions", libs, err, lib.name)
+	if err != nil || len(libs) != 1 || len(libs[0].Functions) != 6 {
+		t.Errorf("library after reloading: got %+v (err %v), want %s with six functions", libs, err, lib.name)
 	}
 	if used := fixedUsed(t, admin, c.Key); used != 2 {
 		t.Errorf("used: got %d, want 2 (two reservations of 2 settled to 1)", used)

@@ -23,6 +23,10 @@ func RunInspect(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"PeekChargesNothing", testPeekChargesNothing},
 		{"PeekAfterOvercharge", testPeekAfterOvercharge},
 		{"Reset", testReset},
+		{"ResetIsExact", testResetExact},
+		{"ResetIsExactForLeases", testResetExactLeases},
+		{"ResetIsExactForARun", testResetExactRun},
+		{"ResetIsExactForAHold", testResetExactHold},
 		{"TopOrders", testTopOrders},
 		{"TopBounds", testTopBounds},
 		{"TopForgetsPastWindows", testTopForgets},
@@ -160,7 +164,7 @@ func testReset(t *testing.T, h Harness, in accounting.Inspector) {
 			mustAdmit(t, h, c, 100)
 			mustAdmit(t, h, other, 100)
 			mustReject(t, h, c, 1)
-			existed, err := in.ResetCounter(context.Background(), c.Key)
+			existed, err := in.ResetCounter(context.Background(), c)
 			if err != nil || !existed {
 				t.Fatalf("ResetCounter of a charged counter: got %v, %v, want true, nil", existed, err)
 			}
@@ -169,10 +173,10 @@ func testReset(t *testing.T, h Harness, in accounting.Inspector) {
 			}
 			mustAdmit(t, h, c, 100)
 			mustReject(t, h, other, 1) // only the one counter
-			if _, err := in.ResetCounter(context.Background(), c.Key); err != nil {
+			if _, err := in.ResetCounter(context.Background(), c); err != nil {
 				t.Fatal(err)
 			}
-			existed, err = in.ResetCounter(context.Background(), c.Key)
+			existed, err = in.ResetCounter(context.Background(), c)
 			if err != nil || existed {
 				t.Errorf("ResetCounter of an absent counter: got %v, %v, want false, nil", existed, err)
 			}
@@ -314,7 +318,7 @@ func testInspectLeases(t *testing.T, h Harness, in accounting.Inspector) {
 	if res := top(t, in, l, 5, 1000); len(res.Counters) != 1 || res.Counters[0].Key != c.Key || res.Counters[0].Used != 3 {
 		t.Errorf("Top: got %+v, want the one counter, used 3", res.Counters)
 	}
-	if existed, err := in.ResetCounter(context.Background(), c.Key); err != nil || !existed {
+	if existed, err := in.ResetCounter(context.Background(), c); err != nil || !existed {
 		t.Fatalf("ResetCounter: got %v, %v, want true", existed, err)
 	}
 	mustAdmit(t, h, c, 1)
@@ -336,7 +340,7 @@ func testInspectLifetime(t *testing.T, h Harness, in accounting.Inspector) {
 	st = mustReject(t, h, c, 61)
 	assertUsage(t, h, peek(t, in, c)[0], 40, st.Remaining, st.Reset)
 	assertDuration(t, h, "reset", st.Reset, 50*time.Minute)
-	if existed, err := in.ResetCounter(context.Background(), c.Key); err != nil || !existed {
+	if existed, err := in.ResetCounter(context.Background(), c); err != nil || !existed {
 		t.Fatalf("ResetCounter: got %v, %v, want true", existed, err)
 	}
 	assertUsage(t, h, peek(t, in, c)[0], 0, 100, time.Hour)

@@ -151,7 +151,7 @@ func settleRequest(req accounting.ReserveRequest, res accounting.ReserveResult, 
 	sr := accounting.SettleRequest{ID: req.ID}
 	for i, it := range req.Items {
 		sr.Items = append(sr.Items, accounting.SettleItem{
-			Counter: it.Counter, Reserved: it.Amount, Actual: actual[i], Mark: res.States[i].Mark,
+			Counter: it.Counter, Reserved: it.Amount, Actual: actual[i], Mark: res.States[i].Mark, Epoch: res.States[i].Epoch,
 		})
 	}
 	return sr
